@@ -1,0 +1,40 @@
+# The two commands a new user needs are `make demo` and `make test`.
+# Everything runs from .venv, built with a Python >= 3.12 (Django 6.1 needs it).
+
+VENV        := .venv
+PY          := $(VENV)/bin/python
+PYTHON_FIND := bin/find-python
+SRC         := later_django tests example_project bench
+
+.PHONY: venv test test-sqlite test-postgres lint format demo clean
+
+$(VENV)/.installed: pyproject.toml
+	@interp=$$($(PYTHON_FIND)) || exit 1; \
+	  echo "Creating $(VENV) with $$interp"; \
+	  "$$interp" -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,postgres]'
+	@touch $@
+
+venv: $(VENV)/.installed
+
+# The whole suite, once: every storage test is parametrized over SQLite and
+# PostgreSQL, and the header printed by tests/conftest.py names both databases.
+test: venv
+	$(PY) -m pytest
+	$(PY) -m ruff check $(SRC)
+	$(PY) -m ruff format --check $(SRC)
+
+lint: venv
+	$(PY) -m ruff check $(SRC)
+	$(PY) -m ruff format --check $(SRC)
+
+format: venv
+	$(PY) -m ruff check --fix $(SRC)
+	$(PY) -m ruff format $(SRC)
+
+demo: venv
+	@bin/demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache test-output

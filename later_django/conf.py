@@ -1,0 +1,106 @@
+"""The ``LATER`` settings as one validated object with defaults.
+
+Every key is optional. :func:`later_settings` reads ``settings.LATER`` each time
+it is called (cheap), so tests may override it with ``override_settings``.
+Problems are reported by the system checks in :mod:`later_django.checks`; code
+that needs a valid value calls :func:`later_settings` and gets
+``ImproperlyConfigured`` naming the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+DEFAULT_NAMESPACE = "default"
+DEFAULT_RETENTION_SECONDS = {"success": 86_400, "failed": 7 * 86_400}
+
+
+@dataclass(frozen=True)
+class LaterSettings:
+    """The resolved ``LATER`` settings."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    database: str = "default"
+    retention_seconds: dict[str, int] = field(
+        default_factory=lambda: dict(DEFAULT_RETENTION_SECONDS)
+    )
+    vacuum_interval_seconds: float | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def setting_problems(raw: Any) -> list[tuple[str, str]]:
+    """Returns ``(check id, message)`` for every invalid value in ``raw``."""
+    problems: list[tuple[str, str]] = []
+    if not isinstance(raw, dict):
+        return [("later_django.E001", f"LATER must be a dict, got {type(raw).__name__}.")]
+    namespace = raw.get("NAMESPACE", DEFAULT_NAMESPACE)
+    if not isinstance(namespace, str) or not namespace or len(namespace) > 200:
+        problems.append(
+            (
+                "later_django.E002",
+                f"LATER['NAMESPACE'] must be a non-empty string of at most 200 "
+                f"characters, got {namespace!r}.",
+            )
+        )
+    database = raw.get("DATABASE", "default")
+    if database not in settings.DATABASES:
+        problems.append(
+            (
+                "later_django.E003",
+                f"LATER['DATABASE'] is {database!r}, which is not a key of DATABASES.",
+            )
+        )
+    retention = raw.get("RETENTION", {})
+    if not isinstance(retention, dict):
+        problems.append(("later_django.E004", f"LATER['RETENTION'] must be a dict, got {retention!r}."))
+    else:
+        for key, value in retention.items():
+            if key not in DEFAULT_RETENTION_SECONDS:
+                problems.append(
+                    (
+                        "later_django.E004",
+                        f"LATER['RETENTION'] has unknown key {key!r}; "
+                        f"allowed: {sorted(DEFAULT_RETENTION_SECONDS)}.",
+                    )
+                )
+            elif isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                problems.append(
+                    (
+                        "later_django.E004",
+                        f"LATER['RETENTION'][{key!r}] must be a positive number of seconds, "
+                        f"got {value!r}.",
+                    )
+                )
+    vacuum = raw.get("VACUUM_INTERVAL")
+    if vacuum is not None and (
+        isinstance(vacuum, bool) or not isinstance(vacuum, int | float) or vacuum <= 0
+    ):
+        problems.append(
+            (
+                "later_django.E005",
+                f"LATER['VACUUM_INTERVAL'] must be None or a positive number of seconds, "
+                f"got {vacuum!r}.",
+            )
+        )
+    return problems
+
+
+def later_settings() -> LaterSettings:
+    """Returns the validated settings; raises ``ImproperlyConfigured`` naming a bad key."""
+    raw = getattr(settings, "LATER", {}) or {}
+    problems = setting_problems(raw)
+    if problems:
+        raise ImproperlyConfigured("; ".join(message for _, message in problems))
+    retention = dict(DEFAULT_RETENTION_SECONDS)
+    retention.update(raw.get("RETENTION", {}))
+    return LaterSettings(
+        namespace=raw.get("NAMESPACE", DEFAULT_NAMESPACE),
+        database=raw.get("DATABASE", "default"),
+        retention_seconds=retention,
+        vacuum_interval_seconds=raw.get("VACUUM_INTERVAL"),
+        raw=dict(raw),
+    )

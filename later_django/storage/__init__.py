@@ -1,0 +1,1 @@
+"""Storage: the contract (:mod:`.contract`), its value types, and the Django implementation."""

@@ -1,0 +1,74 @@
+"""Delivery-queue messages: what a worker is asked to do, as MessagePack.
+
+A message is a small map with a command tag ``c``. Decoding never executes
+anything and never unpickles: unknown tags and malformed bytes raise
+:class:`~later_django.exceptions.RecordDecodeError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgpack
+
+from later_django.exceptions import RecordDecodeError
+
+
+@dataclass(frozen=True)
+class ExecuteJob:
+    """Run the job ``job_id`` (its record names the task ``payload_type``)."""
+
+    job_id: str
+    payload_type: str
+
+
+@dataclass(frozen=True)
+class PartitionReady:
+    """A partition of ``topic`` may have a runnable head."""
+
+    topic: str
+
+
+@dataclass(frozen=True)
+class RunMaintenance:
+    """Run the maintenance pass ``pass_name``."""
+
+    pass_name: str
+
+
+DeliveryCommand = ExecuteJob | PartitionReady | RunMaintenance
+
+
+def encode_command(command: DeliveryCommand) -> bytes:
+    """The MessagePack bytes of ``command``."""
+    match command:
+        case ExecuteJob(job_id, payload_type):
+            body = {"c": "job", "id": job_id, "t": payload_type}
+        case PartitionReady(topic):
+            body = {"c": "partition", "topic": topic}
+        case RunMaintenance(pass_name):
+            body = {"c": "maintenance", "pass": pass_name}
+        case _:
+            raise TypeError(f"not a delivery command: {command!r}")
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def decode_command(payload: bytes) -> DeliveryCommand:
+    """The command in ``payload``; raises ``RecordDecodeError`` when it is not one."""
+    try:
+        body = msgpack.unpackb(payload, raw=False, strict_map_key=True)
+    except Exception as error:  # msgpack raises several unrelated types
+        raise RecordDecodeError(f"queue message is not valid MessagePack: {error}") from error
+    if not isinstance(body, dict):
+        raise RecordDecodeError(f"queue message must be a map, got {type(body).__name__}")
+    try:
+        match body.get("c"):
+            case "job":
+                return ExecuteJob(job_id=str(body["id"]), payload_type=str(body["t"]))
+            case "partition":
+                return PartitionReady(topic=str(body["topic"]))
+            case "maintenance":
+                return RunMaintenance(pass_name=str(body["pass"]))
+    except KeyError as error:
+        raise RecordDecodeError(f"queue message {body!r} lacks the field {error}") from None
+    raise RecordDecodeError(f"queue message has unknown command {body.get('c')!r}")

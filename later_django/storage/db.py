@@ -1,0 +1,99 @@
+"""Small helpers to run named SQL on a Django connection.
+
+Every hot-path statement lives in a module of :mod:`later_django.storage.sql`
+as a named string with ``%s`` placeholders (Django's paramstyle on both
+SQLite and PostgreSQL). Nothing here builds SQL from values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+Params = Sequence[Any] | None
+
+
+class Statements:
+    """Named SQL per vendor: ``common`` applies to both, ``sqlite``/``postgresql`` override."""
+
+    def __init__(
+        self,
+        common: Mapping[str, str] | None = None,
+        *,
+        sqlite: Mapping[str, str] | None = None,
+        postgresql: Mapping[str, str] | None = None,
+    ) -> None:
+        base = dict(common or {})
+        self._by_vendor = {
+            "sqlite": {**base, **(sqlite or {})},
+            "postgresql": {**base, **(postgresql or {})},
+        }
+
+    def get(self, vendor: str, name: str) -> str:
+        try:
+            return self._by_vendor[vendor][name]
+        except KeyError:
+            raise KeyError(f"no SQL statement {name!r} for database vendor {vendor!r}") from None
+
+
+class SqlRunner:
+    """Runs named statements of one :class:`Statements` on the connection of ``using``."""
+
+    def __init__(self, using: str, statements: Statements) -> None:
+        self.using = using
+        self._statements = statements
+
+    @property
+    def connection(self) -> BaseDatabaseWrapper:
+        return connections[self.using]
+
+    @property
+    def vendor(self) -> str:
+        return self.connection.vendor
+
+    def sql(self, name: str) -> str:
+        return self._statements.get(self.vendor, name)
+
+    def execute(self, name: str, params: Params = None) -> int:
+        """Runs a statement; returns the number of rows it changed."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(self.sql(name), params)
+            return cursor.rowcount
+
+    def fetch_all(self, name: str, params: Params = None) -> list[tuple[Any, ...]]:
+        with self.connection.cursor() as cursor:
+            cursor.execute(self.sql(name), params)
+            return cursor.fetchall()
+
+    def fetch_one(self, name: str, params: Params = None) -> tuple[Any, ...] | None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(self.sql(name), params)
+            return cursor.fetchone()
+
+    def execute_many(self, name: str, param_rows: Sequence[Sequence[Any]]) -> None:
+        if param_rows:
+            with self.connection.cursor() as cursor:
+                cursor.executemany(self.sql(name), param_rows)
+
+
+def as_bytes(value: Any) -> bytes:
+    """Blob columns come back as ``bytes`` (SQLite) or ``memoryview`` (PostgreSQL)."""
+    return bytes(value) if value is not None else value
+
+
+class AliasBound:
+    """Base of the storage parts: each works on the database alias ``using``.
+
+    Parts that keep state override ``__init__(self, using="default")`` and call
+    ``super().__init__(using)`` so they compose in ``DjangoStorage``.
+    """
+
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+
+    @property
+    def connection(self) -> BaseDatabaseWrapper:
+        return connections[self.using]

@@ -1,0 +1,1 @@
+"""Named SQL statements, one module per area, for SQLite and PostgreSQL."""

@@ -1,0 +1,208 @@
+"""Value types of the storage contract: operations, pages, index rows, metrics.
+
+Times are integer epoch milliseconds (``*_ms``); see :mod:`later_django.clock`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+#: Stages that never carry an expiry; counted by ``later_stage_counts``.
+LIVE_STAGES: tuple[str, ...] = ("delayed", "waiting", "enqueued", "running", "requeued")
+#: Stages that carry ``date_expire``; counted from the index with the expiry filter.
+FINISHED_STAGES: tuple[str, ...] = ("success", "failed")
+ALL_STAGES: tuple[str, ...] = LIVE_STAGES + FINISHED_STAGES
+
+#: Queue names starting with this are Later's own (partition-ready, maintenance):
+#: their messages are not jobs and do not count towards the ``enqueued`` stage.
+INTERNAL_QUEUE_PREFIX = "__later"
+
+
+# --- Key-value and range operations, applied atomically by ``Storage.apply`` ---
+
+
+@dataclass(frozen=True)
+class Set:
+    """Sets ``key`` to ``value``; expires after ``ttl_seconds`` when given, else never."""
+
+    key: str
+    value: bytes
+    ttl_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Deletes ``key``; deleting an absent key succeeds."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class Expire:
+    """Sets a time-to-live on an existing key; an absent key stays absent."""
+
+    key: str
+    ttl_seconds: float
+
+
+@dataclass(frozen=True)
+class Increment:
+    """Adds ``by`` to the integer ``counter_value`` of ``key`` (created at 0, never expiring)."""
+
+    key: str
+    by: int = 1
+
+
+@dataclass(frozen=True)
+class RangeAdd:
+    """Adds ``value`` to the ordered range ``key`` (a member already present keeps its cursor)."""
+
+    key: str
+    value: bytes
+    ttl_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class RangeRemove:
+    """Removes the member ``value`` from range ``key``; removing an absent member succeeds."""
+
+    key: str
+    value: bytes
+
+
+@dataclass(frozen=True)
+class RangeClear:
+    """Removes every member of range ``key``."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class RangeExpire:
+    """Sets a time-to-live on every current member of range ``key``."""
+
+    key: str
+    ttl_seconds: float
+
+
+StorageOperation = (
+    Set | Delete | Expire | Increment | RangeAdd | RangeRemove | RangeClear | RangeExpire
+)
+
+
+class RangeOrder(enum.Enum):
+    OLDEST_FIRST = "oldest_first"
+    NEWEST_FIRST = "newest_first"
+
+
+@dataclass(frozen=True)
+class RangeItem:
+    cursor: int
+    value: bytes
+
+
+@dataclass(frozen=True)
+class RangePage:
+    """A page of a range; ``next_cursor`` is ``None`` when the page came back short."""
+
+    items: list[RangeItem]
+    next_cursor: int | None
+
+
+# --- The dashboard job index ---
+
+
+@dataclass
+class JobIndexRow:
+    """One job's dashboard row (``later_jobs_index``)."""
+
+    job_id: str
+    payload_type: str
+    stage: str
+    stage_date_ms: int
+    revision: int
+    created_at_ms: int
+    wait_ms: int | None = None
+    wait_mode: str | None = None
+    topic: str | None = None
+    partition_id: int | None = None
+    sequence: int | None = None
+    parent_job_id: str | None = None
+    date_expire_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class JobIndexUpsert:
+    row: JobIndexRow
+
+
+@dataclass(frozen=True)
+class JobIndexRemove:
+    job_id: str
+
+
+JobIndexChange = JobIndexUpsert | JobIndexRemove
+
+
+@dataclass(frozen=True)
+class JobIndexPage:
+    """A page of index rows; ``next_cursor`` is ``None`` when there is no further page."""
+
+    items: list[JobIndexRow]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class JobIndexWaitStats:
+    count: int
+    avg_ms: int
+    max_ms: int
+
+
+@dataclass
+class JobIndexMetricsBatch:
+    """Pre-aggregated metric samples, written in one round trip per table.
+
+    ``transitions``: ``(stage, at_ms, count)``; ``waits``: ``(mode, at_ms,
+    count, sum_ms, max_ms)``. Samples of the same minute may repeat; they add up.
+    """
+
+    transitions: list[tuple[str, int, int]] = field(default_factory=list)
+    waits: list[tuple[str, int, int, int, int]] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not self.transitions and not self.waits
+
+
+@dataclass(frozen=True)
+class QueueSample:
+    at_ms: int
+    queued: int
+    partitioned: int
+
+
+class WalCheckpoint(enum.Enum):
+    """What one WAL checkpoint attempt did."""
+
+    NOT_APPLICABLE = "not_applicable"  # not SQLite, or not in WAL mode
+    BELOW_THRESHOLD = "below_threshold"
+    TRUNCATED = "truncated"
+    GAVE_UP = "gave_up"
+    SKIPPED = "skipped"  # checked too recently, or backing off after giving up
+
+
+# --- The delivery queue ---
+
+
+@dataclass(frozen=True)
+class ClaimedMessage:
+    """A message leased to one consumer until ``lease_until_ms``."""
+
+    sequence: int
+    queue_name: str
+    payload: bytes
+    priority: int
+    available_at_ms: int
+    lease_owner: str
+    lease_until_ms: int

@@ -1,0 +1,38 @@
+"""Fixtures that run each storage test against SQLite and PostgreSQL.
+
+``db_alias`` is parametrized ``sqlite`` / ``postgres``. A ``postgres`` case is
+skipped only when ``tests.settings`` found no server and
+``LATER_REQUIRE_POSTGRES`` is unset (settings refuse to load otherwise).
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+
+ALIASES = {"sqlite": "default", "postgres": "postgres"}
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    sqlite = settings.DATABASES["default"]["TEST"]["NAME"]
+    if "postgres" in settings.DATABASES:
+        pg = f"PostgreSQL {settings.POSTGRES_URL} (test database test_later_django)"
+    else:
+        pg = f"PostgreSQL SKIPPED ({settings.POSTGRES_PROBLEM})"
+    return [f"later_django databases: SQLite file {sqlite}; {pg}"]
+
+
+@pytest.fixture(params=list(ALIASES))
+def db_alias(request: pytest.FixtureRequest) -> str:
+    """The database alias of this case: ``default`` (SQLite) or ``postgres``."""
+    alias = ALIASES[request.param]
+    if alias not in settings.DATABASES:
+        pytest.skip(f"PostgreSQL unreachable: {settings.POSTGRES_PROBLEM}")
+    return alias
+
+
+@pytest.fixture
+def vendor(db_alias: str) -> str:
+    from django.db import connections
+
+    return connections[db_alias].vendor

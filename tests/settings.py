@@ -1,0 +1,79 @@
+"""Settings for the test suite: a real SQLite file and, when reachable, a real PostgreSQL.
+
+``default`` is a SQLite file in WAL mode with ``transaction_mode="IMMEDIATE"``.
+``postgres`` comes from ``LATER_TEST_DATABASE_URL`` (default
+``postgres://root@127.0.0.1:5432/test``). It is left out, and its tests are
+skipped, only when no server answers and ``LATER_REQUIRE_POSTGRES`` is unset;
+with the variable set (as ``.ci/run`` does) an unreachable server is an error.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+import dj_database_url
+
+from tests.pg_reachable import postgres_problem
+
+SECRET_KEY = "later-django-tests"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ROOT_URLCONF = "tests.urls"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+INSTALLED_APPS = [
+    "later_django",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+SQLITE_DIRECTORY = Path(os.environ.get("LATER_TEST_SQLITE_DIR") or tempfile.mkdtemp(prefix="later-"))
+SQLITE_OPTIONS = {
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+}
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(SQLITE_DIRECTORY / "later.sqlite3"),
+        "OPTIONS": SQLITE_OPTIONS,
+        "TEST": {"NAME": str(SQLITE_DIRECTORY / "test_later.sqlite3")},
+    }
+}
+
+POSTGRES_URL = os.environ.get("LATER_TEST_DATABASE_URL", "postgres://root@127.0.0.1:5432/test")
+POSTGRES_PROBLEM = postgres_problem(POSTGRES_URL)
+if POSTGRES_PROBLEM is None:
+    DATABASES["postgres"] = dj_database_url.parse(POSTGRES_URL)
+    DATABASES["postgres"]["TEST"] = {"NAME": "test_later_django"}
+elif os.environ.get("LATER_REQUIRE_POSTGRES"):
+    raise RuntimeError(
+        f"LATER_REQUIRE_POSTGRES is set but PostgreSQL at {POSTGRES_URL} is unreachable: "
+        f"{POSTGRES_PROBLEM}"
+    )
+
+LATER = {"NAMESPACE": "default"}
