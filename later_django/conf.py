@@ -56,7 +56,9 @@ def setting_problems(raw: Any) -> list[tuple[str, str]]:
         )
     retention = raw.get("RETENTION", {})
     if not isinstance(retention, dict):
-        problems.append(("later_django.E004", f"LATER['RETENTION'] must be a dict, got {retention!r}."))
+        problems.append(
+            ("later_django.E004", f"LATER['RETENTION'] must be a dict, got {retention!r}.")
+        )
     else:
         for key, value in retention.items():
             if key not in DEFAULT_RETENTION_SECONDS:

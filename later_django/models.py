@@ -93,7 +93,7 @@ class QueueDepth(models.Model):
     pk = models.CompositePrimaryKey("namespace", "queue_name", "shard")
     namespace = models.CharField(max_length=NAME_LENGTH)
     queue_name = models.CharField(max_length=NAME_LENGTH)
-    shard = models.SmallIntegerField(default=0)
+    shard = models.SmallIntegerField(default=0, db_default=0)
     ready = models.BigIntegerField(default=0)
 
     class Meta:
@@ -340,7 +340,7 @@ class StageCount(models.Model):
     pk = models.CompositePrimaryKey("namespace", "stage", "shard")
     namespace = models.CharField(max_length=NAME_LENGTH)
     stage = models.CharField(max_length=20)
-    shard = models.SmallIntegerField(default=0)
+    shard = models.SmallIntegerField(default=0, db_default=0)
     count = models.BigIntegerField(default=0)
 
     class Meta:

@@ -28,7 +28,41 @@ def db_alias(request: pytest.FixtureRequest) -> str:
     alias = ALIASES[request.param]
     if alias not in settings.DATABASES:
         pytest.skip(f"PostgreSQL unreachable: {settings.POSTGRES_PROBLEM}")
+    if request.node.get_closest_marker("django_db"):
+        clear_counters(alias)
     return alias
+
+
+def clear_counters(alias: str) -> None:
+    """Empties the trigger-kept counters before a test.
+
+    Django's flush between transactional tests empties SQLite tables with
+    ``DELETE``, which fires the counter triggers and can leave counter rows
+    behind for the next test (PostgreSQL's ``TRUNCATE`` fires none).
+    """
+    from django.db import connections
+
+    with connections[alias].cursor() as cursor:
+        cursor.execute("DELETE FROM later_stage_counts")
+        cursor.execute("DELETE FROM later_queue_depth")
+
+
+@pytest.fixture
+def sqlite_alias(request: pytest.FixtureRequest) -> str:
+    """The SQLite alias, for behaviour that exists only on SQLite (WAL, VACUUM)."""
+    if request.node.get_closest_marker("django_db"):
+        clear_counters("default")
+    return "default"
+
+
+@pytest.fixture
+def postgres_alias(request: pytest.FixtureRequest) -> str:
+    """The PostgreSQL alias, for behaviour that exists only there (skipped if unreachable)."""
+    if "postgres" not in settings.DATABASES:
+        pytest.skip(f"PostgreSQL unreachable: {settings.POSTGRES_PROBLEM}")
+    if request.node.get_closest_marker("django_db"):
+        clear_counters("postgres")
+    return "postgres"
 
 
 @pytest.fixture

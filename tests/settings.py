@@ -50,7 +50,9 @@ TEMPLATES = [
     }
 ]
 
-SQLITE_DIRECTORY = Path(os.environ.get("LATER_TEST_SQLITE_DIR") or tempfile.mkdtemp(prefix="later-"))
+SQLITE_DIRECTORY = Path(
+    os.environ.get("LATER_TEST_SQLITE_DIR") or tempfile.mkdtemp(prefix="later-")
+)
 SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
     "timeout": 20,
@@ -69,7 +71,10 @@ POSTGRES_URL = os.environ.get("LATER_TEST_DATABASE_URL", "postgres://root@127.0.
 POSTGRES_PROBLEM = postgres_problem(POSTGRES_URL)
 if POSTGRES_PROBLEM is None:
     DATABASES["postgres"] = dj_database_url.parse(POSTGRES_URL)
-    DATABASES["postgres"]["TEST"] = {"NAME": "test_later_django"}
+    # Overridable so that two test runs on one server do not drop each other's database.
+    DATABASES["postgres"]["TEST"] = {
+        "NAME": os.environ.get("LATER_TEST_PG_NAME", "test_later_django")
+    }
 elif os.environ.get("LATER_REQUIRE_POSTGRES"):
     raise RuntimeError(
         f"LATER_REQUIRE_POSTGRES is set but PostgreSQL at {POSTGRES_URL} is unreachable: "

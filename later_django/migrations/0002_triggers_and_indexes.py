@@ -41,6 +41,19 @@ SQLITE_INDEXES = [
     "(namespace, date_expire) WHERE date_expire IS NOT NULL",
 ]
 
+# Internal keys are ASCII and compared as prefixes (half-open ranges such as
+# ``["ns-stats-", "ns-stats.")``), which needs byte order: under a linguistic
+# default collation (e.g. en_US.UTF-8) punctuation is ignored and such a range
+# misses keys. SQLite compares bytes (BINARY) already.
+POSTGRES_BYTE_ORDER_KEYS = [
+    'ALTER TABLE later_storage ALTER COLUMN key TYPE varchar(500) COLLATE "C"',
+    'ALTER TABLE later_storage_range ALTER COLUMN range_key TYPE varchar(500) COLLATE "C"',
+]
+POSTGRES_DEFAULT_ORDER_KEYS = [
+    'ALTER TABLE later_storage ALTER COLUMN key TYPE varchar(500) COLLATE "default"',
+    'ALTER TABLE later_storage_range ALTER COLUMN range_key TYPE varchar(500) COLLATE "default"',
+]
+
 POSTGRES_INDEXES = [
     "CREATE INDEX later_storage_expire_idx ON later_storage (date_expire) "
     "WHERE date_expire IS NOT NULL",
@@ -245,11 +258,14 @@ class Migration(migrations.Migration):
         VendorSQL(
             forwards={
                 "sqlite": SQLITE_INDEXES + SQLITE_TRIGGERS,
-                "postgresql": POSTGRES_INDEXES + POSTGRES_FUNCTIONS + POSTGRES_TRIGGERS,
+                "postgresql": POSTGRES_BYTE_ORDER_KEYS
+                + POSTGRES_INDEXES
+                + POSTGRES_FUNCTIONS
+                + POSTGRES_TRIGGERS,
             },
             backwards={
                 "sqlite": SQLITE_DROP_TRIGGERS + DROP_INDEXES,
-                "postgresql": POSTGRES_DROP_TRIGGERS + DROP_INDEXES,
+                "postgresql": POSTGRES_DROP_TRIGGERS + DROP_INDEXES + POSTGRES_DEFAULT_ORDER_KEYS,
             },
         )
     ]

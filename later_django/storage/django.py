@@ -1,0 +1,40 @@
+"""``DjangoStorage``: the storage contract on a Django database connection.
+
+It is composed of three parts, each in its own module with its own named SQL:
+
+* :class:`~later_django.storage.kv.KeyValueStore` - values, ranges, ``apply``;
+* :class:`~later_django.storage.upkeep.UpkeepStore` - size, sweep, WAL, vacuum;
+* :class:`~later_django.storage.job_index.JobIndexStore` - the dashboard index,
+  its counters, metrics and queue samples.
+
+The delivery queue is a separate object,
+:class:`~later_django.storage.queue.SqlDeliveryQueue`, on the same alias.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import transaction
+
+from later_django.storage.contract import Storage
+from later_django.storage.job_index import JobIndexStore
+from later_django.storage.kv import KeyValueStore
+from later_django.storage.types import JobIndexChange, StorageOperation
+from later_django.storage.upkeep import UpkeepStore
+
+
+class DjangoStorage(KeyValueStore, UpkeepStore, JobIndexStore, Storage):
+    """The :class:`Storage` contract for SQLite and PostgreSQL on the alias ``using``."""
+
+    def apply_with_job_index(
+        self,
+        operations: Sequence[StorageOperation],
+        namespace: str,
+        changes: Sequence[JobIndexChange],
+    ) -> None:
+        """Applies ``operations`` and the index ``changes`` in one transaction (or one
+        savepoint inside the caller's): a job's record and its dashboard row commit together."""
+        with transaction.atomic(using=self.using):
+            self.apply(operations)
+            self._apply_index_changes(namespace, changes)

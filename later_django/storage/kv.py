@@ -1,0 +1,185 @@
+"""Values and ordered ranges on a Django connection: reads, ``apply``, ``set_if_absent``.
+
+Tables ``later_storage`` (one row per key) and ``later_storage_range`` (one
+row per member, ``sequence`` as its stable cursor). Times are epoch ms from
+:func:`later_django.clock.now_ms`; an expired row reads as absent everywhere
+and is deleted later by :meth:`UpkeepStore.sweep_expired
+<later_django.storage.upkeep.UpkeepStore.sweep_expired>`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+
+from later_django.clock import now_ms
+from later_django.storage.db import AliasBound, SqlRunner, as_bytes
+from later_django.storage.sql.kv import NEWEST_FIRST_START, OLDEST_FIRST_START, STATEMENTS
+from later_django.storage.types import (
+    Delete,
+    Expire,
+    Increment,
+    RangeAdd,
+    RangeClear,
+    RangeExpire,
+    RangeItem,
+    RangeOrder,
+    RangePage,
+    RangeRemove,
+    Set,
+    StorageOperation,
+)
+
+_OPERATION_NAMES = "Set, Delete, Expire, Increment, RangeAdd, RangeRemove, RangeClear, RangeExpire"
+
+
+def expire_at_ms(now: int, ttl_seconds: float | None) -> int | None:
+    """The ``date_expire`` of a value written at ``now`` with ``ttl_seconds`` (``None``: never).
+
+    A TTL of zero or less makes the value expire at once.
+    """
+    if ttl_seconds is None:
+        return None
+    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float):
+        raise TypeError(f"ttl_seconds must be a number of seconds, got {ttl_seconds!r}")
+    if not math.isfinite(ttl_seconds):
+        raise ValueError(f"ttl_seconds must be finite, got {ttl_seconds!r}")
+    return now + round(ttl_seconds * 1000)
+
+
+class KeyValueStore(AliasBound):
+    """The key-value and range part of the storage contract, on the alias ``using``."""
+
+    @property
+    def _kv_sql(self) -> SqlRunner:
+        return SqlRunner(self.using, STATEMENTS)
+
+    def get(self, key: str) -> bytes | None:
+        """The unexpired value of ``key``, or ``None`` when absent, expired, or a
+        counter-only row (one that ``Increment`` created and no ``Set`` gave a value)."""
+        row = self._kv_sql.fetch_one("get", [key, now_ms()])
+        return None if row is None else as_bytes(row[0])
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The unexpired values of ``keys`` in one statement; absent, expired and
+        counter-only keys are left out."""
+        keys = list(keys)
+        if not keys:
+            return {}
+        runner = self._kv_sql
+        bound_keys: Any = json.dumps(keys) if runner.vendor == "sqlite" else keys
+        rows = runner.fetch_all("get_many", [bound_keys, now_ms()])
+        return {key: as_bytes(value) for key, value in rows if value is not None}
+
+    def apply(self, operations: Sequence[StorageOperation]) -> None:
+        """Applies ``operations`` in order, atomically: all become visible, or none do.
+
+        Runs in one transaction, or in a savepoint when the caller is already in
+        ``transaction.atomic()`` (then the writes commit with the caller's). Every
+        operation sees the same ``now``. An object that is not a storage operation
+        raises ``TypeError`` and, like any other failure, leaves nothing written.
+
+        * ``Set`` replaces the entry (value, expiry; the counter is cleared).
+        * ``Delete`` removes the key; an absent key is fine.
+        * ``Expire`` sets the expiry of a live key; an absent or expired key stays absent.
+        * ``Increment`` adds ``by`` to the counter, creating a never-expiring row with
+          no value and counter 0 first (an expired row counts as absent).
+        * ``RangeAdd`` adds a member; a live member keeps its cursor and takes the new
+          expiry (none without ``ttl_seconds``); an expired one is replaced by a new
+          member at the end of the range.
+        * ``RangeRemove`` removes one member, ``RangeClear`` all of them, and
+          ``RangeExpire`` sets the expiry of every live member.
+        """
+        if not operations:
+            return
+        runner = self._kv_sql
+        now = now_ms()
+        with transaction.atomic(using=self.using), runner.connection.cursor() as cursor:
+
+            def run(name: str, params: Sequence[Any]) -> None:
+                cursor.execute(runner.sql(name), params)
+
+            for operation in operations:
+                match operation:
+                    case Set(key, value, ttl_seconds):
+                        run("set", [key, value, now, expire_at_ms(now, ttl_seconds)])
+                    case Delete(key):
+                        run("delete", [key])
+                    case Expire(key, ttl_seconds):
+                        run("expire", [expire_at_ms(now, ttl_seconds), key, now])
+                    case Increment(key, by):
+                        run("increment", [key, by, now, now, now, now])
+                    case RangeAdd(key, value, ttl_seconds):
+                        date_expire = expire_at_ms(now, ttl_seconds)
+                        run("range_add", [key, value, date_expire, now])
+                        if cursor.fetchone() is None:
+                            run("range_remove_expired_member", [key, value, now])
+                            run("range_insert", [key, value, date_expire])
+                    case RangeRemove(key, value):
+                        run("range_remove", [key, value])
+                    case RangeClear(key):
+                        run("range_clear", [key])
+                    case RangeExpire(key, ttl_seconds):
+                        run("range_expire", [expire_at_ms(now, ttl_seconds), key, now])
+                    case _:
+                        raise TypeError(
+                            f"apply() got {operation!r}, which is not a storage operation "
+                            f"(one of {_OPERATION_NAMES})"
+                        )
+
+    def range_page(
+        self,
+        key: str,
+        cursor: int | None = None,
+        limit: int = 100,
+        order: RangeOrder = RangeOrder.OLDEST_FIRST,
+    ) -> RangePage:
+        """At most ``limit`` unexpired members of range ``key`` in ``order``.
+
+        ``cursor`` is exclusive (the ``cursor`` of the last item of the previous
+        page); a page costs an index walk of the page, however long the range.
+        Members keep their cursor for life, so members added during a walk appear
+        after it (oldest first) or not at all (newest first) and never shift a
+        page. ``next_cursor`` is ``None`` when the page holds fewer than ``limit``
+        items. ``limit`` must be a positive integer (``ValueError`` otherwise).
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        if order is RangeOrder.OLDEST_FIRST:
+            name, start = "range_page_oldest_first", OLDEST_FIRST_START
+        elif order is RangeOrder.NEWEST_FIRST:
+            name, start = "range_page_newest_first", NEWEST_FIRST_START
+        else:
+            raise ValueError(f"order must be a RangeOrder, got {order!r}")
+        rows = self._kv_sql.fetch_all(
+            name, [key, start if cursor is None else cursor, now_ms(), limit]
+        )
+        items = [RangeItem(cursor=sequence, value=as_bytes(value)) for sequence, value in rows]
+        next_cursor = items[-1].cursor if len(items) == limit else None
+        return RangePage(items=items, next_cursor=next_cursor)
+
+    def range_count(self, key: str) -> int:
+        """The number of unexpired members of range ``key``: a plain read that never
+        takes the write lock (expired members are left to the sweep)."""
+        row = self._kv_sql.fetch_one("range_count", [key, now_ms()])
+        return int(row[0]) if row else 0
+
+    def set_if_absent(self, key: str, value: bytes, ttl_seconds: float | None = None) -> bool:
+        """Creates ``key`` with ``value`` only if it has no unexpired value; ``True`` if
+        this call created it (an existing live value is left untouched).
+
+        One statement (``INSERT ... ON CONFLICT DO UPDATE ... WHERE expired ...
+        RETURNING``), so of any number of concurrent callers for one key exactly
+        one gets ``True``. An expired value counts as absent and is replaced. With
+        ``ttl_seconds`` the created value expires, which makes this a lease that
+        can be taken again once it lapses.
+        """
+        now = now_ms()
+        row = self._kv_sql.fetch_one(
+            "set_if_absent", [key, value, now, expire_at_ms(now, ttl_seconds), now]
+        )
+        return row is not None

@@ -1,0 +1,286 @@
+"""``SqlDeliveryQueue``: the leased delivery queue in ``later_delivery_queue``.
+
+Every method is one statement on the connection of its alias, so it joins the
+caller's transaction when there is one (a published message commits with the
+caller's data) and runs in autocommit otherwise. The exceptions: SQLite's claim
+runs in ``transaction.atomic`` (``BEGIN IMMEDIATE`` with the recommended
+``transaction_mode``, or a savepoint inside the caller's transaction), and a
+SQLite publish larger than the bound-variable limit is split into chunks inside
+one ``atomic`` block.
+
+Depth is never counted here: triggers keep ``later_queue_depth`` exact (see
+migration ``0002``) and :meth:`SqlDeliveryQueue.depth` sums its shards.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import nullcontext
+from typing import Any
+
+from django.db import transaction
+
+from later_django.clock import now_ms
+from later_django.storage.contract import DeliveryQueue
+from later_django.storage.db import AliasBound, SqlRunner, as_bytes
+from later_django.storage.sql.queue import (
+    QUEUE_SQL,
+    SQLITE_PUBLISH_PARAMS_PER_ROW,
+    sqlite_publish,
+)
+from later_django.storage.types import INTERNAL_QUEUE_PREFIX, ClaimedMessage
+
+#: django.tasks' priority range; higher is claimed first.
+MIN_PRIORITY = -100
+MAX_PRIORITY = 100
+
+
+class SqlDeliveryQueue(AliasBound, DeliveryQueue):
+    """The :class:`DeliveryQueue` contract for SQLite and PostgreSQL on the alias ``using``.
+
+    Invariants: a message is ready when due and either unleased or its lease
+    has lapsed; claims take ready messages by ``priority`` (highest first) then
+    ``sequence`` (oldest first); only the current lease owner can renew, ack or
+    nack a message, so a consumer whose lease was taken over changes nothing.
+    """
+
+    def __init__(self, using: str = "default") -> None:
+        super().__init__(using)
+        self._sql = SqlRunner(using, QUEUE_SQL)
+
+    # --- publish ---
+
+    def publish(
+        self,
+        namespace: str,
+        queue_name: str,
+        payloads: Sequence[bytes],
+        priority: int = 0,
+        available_at_ms: int | None = None,
+    ) -> list[int]:
+        """Inserts one message per payload and returns their sequences, in payload order.
+
+        One statement for the batch (SQLite: one per chunk of its bound-variable
+        limit, all in one transaction). ``available_at_ms`` defaults to now; a
+        later time defers the messages. Raises ``ValueError`` for an empty
+        ``queue_name`` or a ``priority`` outside -100..100, before writing anything.
+        """
+        _check_queue_name(queue_name)
+        _check_priority(priority)
+        blobs = [_payload_bytes(payload) for payload in payloads]
+        if not blobs:
+            return []
+        available_at = (
+            now_ms() if available_at_ms is None else _int("available_at_ms", available_at_ms)
+        )
+        if self._sql.vendor == "postgresql":
+            rows = self._sql.fetch_all(
+                "publish", [namespace, queue_name, priority, available_at, blobs]
+            )
+            return sorted(row[0] for row in rows)
+        return self._publish_sqlite(namespace, queue_name, blobs, priority, available_at)
+
+    def _publish_sqlite(
+        self,
+        namespace: str,
+        queue_name: str,
+        blobs: list[bytes],
+        priority: int,
+        available_at: int,
+    ) -> list[int]:
+        rows_per_chunk = max(
+            1, self.connection.features.max_query_params // SQLITE_PUBLISH_PARAMS_PER_ROW
+        )
+        chunks = [
+            blobs[start : start + rows_per_chunk] for start in range(0, len(blobs), rows_per_chunk)
+        ]
+        sequences: list[int] = []
+        atomic = transaction.atomic(using=self.using) if len(chunks) > 1 else nullcontext()
+        with atomic, self.connection.cursor() as cursor:
+            for chunk in chunks:
+                params: list[Any] = []
+                for blob in chunk:
+                    params += [namespace, queue_name, blob, priority, available_at]
+                cursor.execute(sqlite_publish(len(chunk)), params)
+                # RETURNING order is unspecified; sequences grow in VALUES order.
+                sequences += sorted(row[0] for row in cursor.fetchall())
+        return sequences
+
+    # --- claim ---
+
+    def claim(
+        self,
+        namespace: str,
+        queue_names: Sequence[str],
+        owner: str,
+        lease_ms: int,
+        batch_size: int = 16,
+    ) -> list[ClaimedMessage]:
+        """Leases ready messages of ``queue_names`` to ``owner`` for ``lease_ms``.
+
+        Ready: in ``namespace``, due, and unleased or with a lapsed lease. With at
+        least ``batch_size`` ready it takes ``batch_size``, else one. One statement
+        (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so concurrent claimers never wait
+        on each other's rows nor get the same message; SQLite: inside ``BEGIN
+        IMMEDIATE``). Returns the messages in claim order (priority descending,
+        then sequence). Raises ``ValueError`` for empty ``queue_names``,
+        ``lease_ms`` ≤ 0 or ``batch_size`` < 1.
+        """
+        names = _check_queue_names(queue_names)
+        _check_positive("lease_ms", lease_ms)
+        _check_positive("batch_size", batch_size)
+        now = now_ms()
+        lease_until = now + lease_ms
+        if self._sql.vendor == "postgresql":
+            rows = self._sql.fetch_all(
+                "claim",
+                [
+                    namespace,
+                    names,
+                    now,
+                    now,
+                    batch_size,
+                    batch_size,
+                    batch_size,
+                    owner,
+                    lease_until,
+                ],
+            )
+        else:
+            with transaction.atomic(using=self.using):
+                rows = self._sql.fetch_all(
+                    "claim",
+                    [
+                        namespace,
+                        json.dumps(names),
+                        now,
+                        now,
+                        batch_size,
+                        owner,
+                        lease_until,
+                        batch_size,
+                        batch_size,
+                    ],
+                )
+        messages = [_claimed_message(row) for row in rows]
+        # Neither vendor promises RETURNING order.
+        messages.sort(key=lambda message: (-message.priority, message.sequence))
+        return messages
+
+    # --- the owner's lease ---
+
+    def renew(self, owner: str, sequences: Sequence[int], lease_ms: int) -> list[int]:
+        """Extends ``owner``'s leases to now + ``lease_ms``; returns the sequences it
+        still held, ascending. A message acked, handed back or reclaimed by another
+        owner is left alone (and left out). Raises ``ValueError`` for ``lease_ms`` ≤ 0."""
+        _check_positive("lease_ms", lease_ms)
+        wanted = _sequences(sequences)
+        if not wanted:
+            return []
+        rows = self._sql.fetch_all("renew", [now_ms() + lease_ms, owner, self._list_param(wanted)])
+        return sorted(row[0] for row in rows)
+
+    def ack(self, owner: str, sequences: Sequence[int]) -> int:
+        """Deletes the messages of ``sequences`` that ``owner`` still leases; returns how
+        many. Acking a claimed row leaves the depth counter unchanged."""
+        wanted = _sequences(sequences)
+        if not wanted:
+            return 0
+        return self._sql.execute("ack", [owner, self._list_param(wanted)])
+
+    def nack(self, owner: str, sequences: Sequence[int], delay_ms: int = 0) -> int:
+        """Hands the messages ``owner`` still leases back, ready again at now + ``delay_ms``;
+        returns how many. Raises ``ValueError`` for a negative ``delay_ms``."""
+        if _int("delay_ms", delay_ms) < 0:
+            raise ValueError(f"delay_ms must be 0 or more, not {delay_ms!r}")
+        wanted = _sequences(sequences)
+        if not wanted:
+            return 0
+        return self._sql.execute("nack", [now_ms() + delay_ms, owner, self._list_param(wanted)])
+
+    # --- depth ---
+
+    def depth(self, namespace: str, queue_name: str | None = None) -> int:
+        """Ready (unleased) messages of ``queue_name``, or of every queue of ``namespace``
+        except Later's internal ones (``__later…``) when ``queue_name`` is ``None``.
+
+        Read from the trigger-kept counter, summed over its shards (O(1)). Deferred
+        messages count (they are unleased); lapsed leases do not until handed back
+        or reconciled.
+        """
+        if queue_name is None:
+            row = self._sql.fetch_one(
+                "depth_of_namespace",
+                [namespace, len(INTERNAL_QUEUE_PREFIX), INTERNAL_QUEUE_PREFIX],
+            )
+        else:
+            row = self._sql.fetch_one("depth_of_queue", [namespace, queue_name])
+        # PostgreSQL sums bigint into numeric; a negative total cannot be a depth.
+        return max(0, int(row[0])) if row else 0
+
+    def _list_param(self, values: list[Any]) -> Any:
+        """One parameter for a variable list: an array (PostgreSQL) or JSON (SQLite)."""
+        return values if self._sql.vendor == "postgresql" else json.dumps(values)
+
+
+def _claimed_message(row: Sequence[Any]) -> ClaimedMessage:
+    sequence, queue_name, payload, priority, available_at, lease_owner, lease_until = row
+    return ClaimedMessage(
+        sequence=sequence,
+        queue_name=queue_name,
+        payload=as_bytes(payload),
+        priority=priority,
+        available_at_ms=available_at,
+        lease_owner=lease_owner,
+        lease_until_ms=lease_until,
+    )
+
+
+def _int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an int, not {value!r}")
+    return value
+
+
+def _check_priority(priority: Any) -> None:
+    if _int("priority", priority) < MIN_PRIORITY or priority > MAX_PRIORITY:
+        raise ValueError(
+            f"priority {priority!r} is outside the range {MIN_PRIORITY}..{MAX_PRIORITY}"
+        )
+
+
+def _check_positive(name: str, value: Any) -> None:
+    if _int(name, value) < 1:
+        raise ValueError(f"{name} must be at least 1, not {value!r}")
+
+
+def _check_queue_name(queue_name: Any) -> None:
+    if not isinstance(queue_name, str) or not queue_name:
+        raise ValueError(f"queue_name must be a non-empty string, not {queue_name!r}")
+
+
+def _check_queue_names(queue_names: Any) -> list[str]:
+    if isinstance(queue_names, str):
+        raise ValueError(
+            f"queue_names must be a sequence of queue names, not the string {queue_names!r}"
+        )
+    names = list(queue_names)
+    if not names:
+        raise ValueError(f"queue_names must name at least one queue, not {queue_names!r}")
+    for name in names:
+        _check_queue_name(name)
+    return names
+
+
+def _payload_bytes(payload: Any) -> bytes:
+    if isinstance(payload, bytes):
+        return payload
+    if isinstance(payload, bytearray | memoryview):
+        return bytes(payload)
+    raise TypeError(f"a payload must be bytes, not {type(payload).__name__}")
+
+
+def _sequences(sequences: Sequence[int]) -> list[int]:
+    """Distinct sequences in ascending order, so rows are always locked in key order."""
+    return sorted({_int("sequence", sequence) for sequence in sequences})

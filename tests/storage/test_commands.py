@@ -1,0 +1,37 @@
+"""Delivery-queue messages round-trip through MessagePack; anything else is refused."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from later_django.exceptions import RecordDecodeError
+from later_django.storage.commands import (
+    ExecuteJob,
+    PartitionReady,
+    RunMaintenance,
+    decode_command,
+    encode_command,
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [ExecuteJob("01JOB", "shop.tasks.send"), PartitionReady("orders"), RunMaintenance("sweep")],
+)
+def test_every_command_round_trips(command) -> None:
+    assert decode_command(encode_command(command)) == command
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"\xc1", "not valid MessagePack"),
+        (msgpack.packb([1, 2]), "must be a map"),
+        (msgpack.packb({"c": "pickle", "data": "x"}), "unknown command 'pickle'"),
+        (msgpack.packb({"c": "job", "id": "x"}), "lacks the field 't'"),
+    ],
+)
+def test_a_message_that_is_not_a_command_is_refused_with_the_reason(payload, reason) -> None:
+    with pytest.raises(RecordDecodeError, match=reason):
+        decode_command(payload)

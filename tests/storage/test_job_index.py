@@ -1,0 +1,753 @@
+"""The dashboard job index (``JobIndexStore``) on SQLite and PostgreSQL.
+
+Ports the seed's ``stage_count_tests`` (all but the delivery-queue test, which
+lives with the queue, and the 1.5M-row benchmark) and covers the rest of the
+index contract: the revision guard, batches, keyset pages, the ``enqueued``
+listing from the queue, partitions, continuations, sweep and namespaces.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+from django.db import connections, transaction
+from django.test.utils import CaptureQueriesContext
+
+from later_django.clock import now_ms
+from later_django.models import DeliveryMessage, StorageRangeItem
+from later_django.storage.commands import (
+    ExecuteJob,
+    PartitionReady,
+    RunMaintenance,
+    encode_command,
+)
+from later_django.storage.job_index import JobIndexStore
+from later_django.storage.sql.job_index import LIVE_STAGE_LIST
+from later_django.storage.types import JobIndexRemove, JobIndexRow, JobIndexUpsert
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+HOUR_MS = 3_600_000
+
+
+def row(
+    job_id: str,
+    stage: str,
+    date_expire_ms: int | None = None,
+    *,
+    stage_date_ms: int | None = None,
+    revision: int = 0,
+    **fields: object,
+) -> JobIndexRow:
+    """An index row of payload type ``t`` that transitioned now (unless told)."""
+    now = now_ms()
+    return JobIndexRow(
+        job_id=job_id,
+        payload_type="t",
+        stage=stage,
+        stage_date_ms=now if stage_date_ms is None else stage_date_ms,
+        revision=revision,
+        created_at_ms=now,
+        date_expire_ms=date_expire_ms,
+        **fields,
+    )
+
+
+def count_of(store: JobIndexStore, stage: str, namespace: str = "ns") -> int:
+    return store.job_index_stage_counts(namespace).get(stage, 0)
+
+
+def run_sql(db_alias: str, sql: str, params: list | None = None) -> list[tuple]:
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def queue_message(
+    db_alias: str,
+    payload: bytes,
+    *,
+    namespace: str = "ns",
+    queue_name: str = "default",
+    available_at: int,
+    leased: bool = False,
+) -> DeliveryMessage:
+    """Inserts one delivery-queue row directly (claimed when ``leased``)."""
+    return DeliveryMessage.objects.using(db_alias).create(
+        namespace=namespace,
+        queue_name=queue_name,
+        payload=payload,
+        available_at=available_at,
+        lease_owner="worker-1" if leased else None,
+        lease_until=available_at + 60_000 if leased else None,
+    )
+
+
+def job_message(job_id: str, payload_type: str = "work") -> bytes:
+    return encode_command(ExecuteJob(job_id=job_id, payload_type=payload_type))
+
+
+def all_pages(list_page, limit: int) -> tuple[list[str], list[int]]:
+    """Follows cursors to the end; returns the job ids in order and each page's size."""
+    ids: list[str] = []
+    sizes: list[int] = []
+    cursor = None
+    for _ in range(100):
+        page = list_page(cursor, limit)
+        ids.extend(item.job_id for item in page.items)
+        sizes.append(len(page.items))
+        if page.next_cursor is None:
+            return ids, sizes
+        cursor = page.next_cursor
+    raise AssertionError("the pages never ended")
+
+
+# --- the seed's stage_count_tests ---
+
+
+def test_stage_counts_skip_expired_terminal_rows_and_count_live_ones(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    past, future = now_ms() - HOUR_MS, now_ms() + HOUR_MS
+    store.job_index_upsert(
+        "ns",
+        [
+            row("a", "delayed"),
+            row("b", "delayed"),
+            row("c", "running"),
+            row("d", "success", future),
+            row("e", "success", past),
+            row("f", "failed"),
+        ],
+    )
+    # Live stages come from the counters, which production seeds with a recount
+    # at startup; finished stages are always read from the index.
+    store.job_index_reconcile_stage_counts("ns")
+
+    assert store.job_index_stage_counts("ns") == {
+        "delayed": 2,
+        "running": 1,
+        "success": 1,  # the expired success row does not count
+        "failed": 1,
+    }
+
+
+def test_counters_follow_the_index_rows_exactly(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    a = row("a", "delayed")
+    store.job_index_upsert("ns", [a])
+    store.job_index_upsert("ns", [row("b", "delayed")])
+    assert count_of(store, "delayed") == 2
+
+    # A job re-saved in the same stage (a rescheduled occurrence, a retry written
+    # twice) must not add one every time: the index keeps a single row for it.
+    for _ in range(5):
+        store.job_index_upsert("ns", [a])
+    assert count_of(store, "delayed") == 2, "same-stage re-saves change nothing"
+
+    # A real move: one leaves, one arrives.
+    a = replace(a, stage="running", revision=1)
+    store.job_index_upsert("ns", [a])
+    assert (count_of(store, "delayed"), count_of(store, "running")) == (1, 1)
+
+    # A write the revision guard rejects changes no row, so no counter.
+    store.job_index_upsert("ns", [row("a", "delayed", revision=0)])
+    assert (count_of(store, "delayed"), count_of(store, "running")) == (1, 1), (
+        "a stale write must not move a counter"
+    )
+
+    # Finishing leaves the live counters; finished stages are read from the index.
+    a = replace(a, stage="success", revision=2, date_expire_ms=now_ms() + HOUR_MS)
+    store.job_index_upsert("ns", [a])
+    assert (count_of(store, "running"), count_of(store, "success")) == (0, 1)
+
+    # Deleting a live row (the sweep, a rebuild) takes it off its counter.
+    run_sql(db_alias, "DELETE FROM later_jobs_index WHERE namespace = 'ns' AND job_id = 'b'")
+    assert count_of(store, "delayed") == 0
+
+    # Namespaces never see each other's counts.
+    store.job_index_upsert("other", [row("z", "delayed")])
+    assert count_of(store, "delayed") == 0
+    assert count_of(store, "delayed", namespace="other") == 1
+
+
+def test_a_recount_replaces_whatever_the_counters_drifted_to(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    store.job_index_upsert("ns", [row("a", "delayed")])
+    run_sql(db_alias, "UPDATE later_stage_counts SET count = 999")
+    run_sql(
+        db_alias,
+        "INSERT INTO later_stage_counts (namespace, stage, shard, count) "
+        "VALUES ('ns', 'waiting', 0, 40)",
+    )
+    assert count_of(store, "delayed") == 999
+
+    store.job_index_reconcile_stage_counts("ns")
+
+    assert count_of(store, "delayed") == 1
+    assert count_of(store, "waiting") == 0
+    assert run_sql(
+        db_alias, "SELECT stage, shard, count FROM later_stage_counts WHERE namespace = 'ns'"
+    ) == [("delayed", 0, 1)], "the recount lands in shard 0 and nothing else is left"
+
+
+def test_stage_counts_sum_every_shard_of_a_counter(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    run_sql(
+        db_alias,
+        "INSERT INTO later_stage_counts (namespace, stage, shard, count) VALUES "
+        "('ns', 'running', 3, 2), ('ns', 'running', 5, 1), ('ns', 'waiting', 1, 4), "
+        "('ns', 'waiting', 2, -4), ('ns', 'enqueued', 7, 1)",
+    )
+    run_sql(
+        db_alias,
+        "INSERT INTO later_queue_depth (namespace, queue_name, shard, ready) VALUES "
+        "('ns', 'default', 1, 5), ('ns', 'default', 6, -1), ('ns', 'emails', 2, 1)",
+    )
+
+    assert store.job_index_stage_counts("ns") == {"running": 3, "enqueued": 5 - 1 + 1 + 1}
+
+
+def test_concurrent_writers_keep_the_counters_exact(db_alias: str) -> None:
+    errors: list[BaseException] = []
+
+    def writer(worker: int) -> None:
+        try:
+            store = JobIndexStore(db_alias)
+            for batch in range(5):
+                ids = [f"w{worker}-b{batch}-{n}" for n in range(10)]
+                with transaction.atomic(using=db_alias):
+                    store.job_index_upsert("ns", [row(job_id, "delayed") for job_id in ids])
+                store.job_index_upsert(
+                    "ns", [row(job_id, "running", revision=1) for job_id in ids[:4]]
+                )
+        except BaseException as error:  # reported by the main thread
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=writer, args=(worker,)) for worker in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert errors == []
+    store = JobIndexStore(db_alias)
+    assert store.job_index_stage_counts("ns") == {"delayed": 4 * 5 * 6, "running": 4 * 5 * 4}
+    store.job_index_reconcile_stage_counts("ns")
+    assert store.job_index_stage_counts("ns") == {"delayed": 120, "running": 80}
+
+
+def test_the_purge_removes_only_rows_nothing_reads_any_more(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    dead = {
+        "ns-all-jobs": 7,
+        "ns-stage-enqueued-jobs": 5,
+        "ns-stage-running-jobs": 3,
+        "ns-stats-job-in-success": 4,
+        "ns-stats-partition-jobs-analytics-0": 6,
+    }
+    live = {
+        "ns-stage-delayed-jobs": 2,
+        "ns-stage-requeued-jobs": 2,
+        "ns-stats-active-workers": 2,
+        "ns-all-recurring-jobs": 2,
+        "ns-job-abc-next": 2,
+        "other-all-jobs": 3,
+        # Just outside the half-open range of the "stats-job-in-" prefix.
+        "ns-stats-job-in.": 1,
+        "ns-stats-job-in": 1,
+    }
+    StorageRangeItem.objects.using(db_alias).bulk_create(
+        StorageRangeItem(range_key=key, value=f"v{n}".encode())
+        for key, count in {**dead, **live}.items()
+        for n in range(count)
+    )
+    # Index rows: a queued job on the shared queue is dead; a partitioned queued
+    # job and every other stage are live.
+    store.job_index_upsert(
+        "ns",
+        [
+            row("plain", "enqueued"),
+            row("topic-job", "enqueued", topic="t", partition_id=0, sequence=1),
+            row("run", "running"),
+        ],
+    )
+    store.job_index_upsert("other", [row("plain-elsewhere", "enqueued")])
+
+    removed = 0
+    batches = []
+    for _ in range(50):
+        # A small batch, as at startup, to exercise the budget across statements.
+        batch = store.purge_unused_dashboard_rows("ns", 4)
+        assert batch <= 4
+        batches.append(batch)
+        if batch == 0:
+            break
+        removed += batch
+
+    assert removed == 7 + 5 + 3 + 4 + 6 + 1, "every dead range row and the queued index row"
+    assert batches[:-2] == [4] * (len(batches) - 2), "full batches until the last"
+    remaining = run_sql(
+        db_alias,
+        "SELECT range_key, COUNT(*) FROM later_storage_range GROUP BY range_key ORDER BY range_key",
+    )
+    assert sorted(remaining) == sorted(live.items())
+    assert run_sql(db_alias, "SELECT namespace, job_id FROM later_jobs_index") and sorted(
+        run_sql(db_alias, "SELECT namespace, job_id FROM later_jobs_index")
+    ) == [("ns", "run"), ("ns", "topic-job"), ("other", "plain-elsewhere")]
+    assert count_of(store, "enqueued") == 1, "the purged row left its counter too"
+
+
+def test_live_stage_count_is_answered_from_the_index_alone(db_alias: str, vendor: str) -> None:
+    query = (
+        "SELECT stage, COUNT(*) FROM later_jobs_index "
+        f"WHERE namespace = %s AND stage IN ({LIVE_STAGE_LIST}) GROUP BY stage"
+    )
+    if vendor == "sqlite":
+        plan = run_sql(db_alias, "EXPLAIN QUERY PLAN " + query, ["ns"])
+        details = [detail for *_, detail in plan]
+        assert any("COVERING INDEX later_jobs_index_stage_idx" in d for d in details), (
+            f"live stage count must not read the table: {details}"
+        )
+        return
+    JobIndexStore(db_alias).job_index_upsert(
+        "ns", [row(f"job-{n:03}", ("delayed", "running", "success")[n % 3]) for n in range(300)]
+    )
+    run_sql(db_alias, "VACUUM ANALYZE later_jobs_index")  # fills the visibility map
+    with transaction.atomic(using=db_alias):
+        run_sql(db_alias, "SET LOCAL enable_seqscan = off")
+        run_sql(db_alias, "SET LOCAL enable_bitmapscan = off")
+        plan = "\n".join(line for (line,) in run_sql(db_alias, "EXPLAIN " + query, ["ns"]))
+    assert "Index Only Scan using later_jobs_index_stage_idx" in plan, plan
+
+
+# --- upserts and removes ---
+
+
+def test_queue_backs_the_enqueued_stage(db_alias: str) -> None:
+    assert JobIndexStore(db_alias).queue_backs_enqueued_stage() is True
+
+
+def test_an_upsert_applies_only_when_its_revision_is_at_least_the_stored_one(
+    db_alias: str,
+) -> None:
+    store = JobIndexStore(db_alias)
+    store.job_index_upsert(
+        "ns", [row("a", "running", revision=3, wait_ms=40, wait_mode="regular", parent_job_id="p")]
+    )
+
+    store.job_index_upsert("ns", [row("a", "delayed", revision=2)])
+    assert store.job_index_get("ns", "a").stage == "running", "an older revision is ignored"
+
+    store.job_index_upsert("ns", [row("a", "requeued", revision=3)])
+    stored = store.job_index_get("ns", "a")
+    assert (stored.stage, stored.revision) == ("requeued", 3), "an equal revision applies"
+    assert (stored.wait_ms, stored.wait_mode, stored.parent_job_id) == (40, "regular", "p"), (
+        "null wait and parent keep the stored values"
+    )
+
+    store.job_index_upsert("ns", [row("a", "success", now_ms() + HOUR_MS, revision=4, wait_ms=7)])
+    stored = store.job_index_get("ns", "a")
+    assert (stored.stage, stored.revision, stored.wait_ms) == ("success", 4, 7)
+
+
+def test_a_batch_is_one_statement_and_keeps_the_highest_revision_of_a_repeated_job(
+    db_alias: str,
+) -> None:
+    store = JobIndexStore(db_alias)
+    t = now_ms()
+    batch = [
+        row("b", "enqueued", revision=1, topic="orders", partition_id=2, sequence=5),
+        row("a", "running", revision=2, stage_date_ms=t),
+        row("a", "enqueued", revision=1),
+        row("c", "success", t + HOUR_MS, revision=6, wait_ms=12, wait_mode="sequential"),
+        row("a", "requeued", revision=2, stage_date_ms=t + 1),  # a tie: the later one wins
+    ]
+    with CaptureQueriesContext(connections[db_alias]) as captured:
+        store.job_index_upsert("ns", batch)
+
+    inserts = [q for q in captured.captured_queries if "INSERT INTO later_jobs_index" in q["sql"]]
+    assert len(inserts) == 1
+    assert store.job_index_get("ns", "a") == replace(batch[4])
+    assert store.job_index_get("ns", "b") == batch[0]
+    assert store.job_index_get("ns", "c") == batch[3]
+    assert store.job_index_stage_counts("ns") == {"requeued": 1, "enqueued": 1, "success": 1}
+
+
+def test_a_large_batch_is_written_whole(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    store.job_index_upsert("ns", [row(f"job-{n:05}", "delayed") for n in range(3_000)])
+    assert count_of(store, "delayed") == 3_000
+
+
+def test_remove_deletes_the_given_rows_and_ignores_absent_ones(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    store.job_index_upsert("ns", [row("a", "delayed"), row("b", "delayed"), row("c", "running")])
+    store.job_index_upsert("other", [row("a", "delayed")])
+
+    store.job_index_remove("ns", ["a", "c", "absent", "a"])
+    store.job_index_remove("ns", [])
+
+    assert store.job_index_get("ns", "a") is None
+    assert store.job_index_get("ns", "c") is None
+    assert store.job_index_get("ns", "b") is not None
+    assert store.job_index_get("other", "a") is not None
+    assert store.job_index_stage_counts("ns") == {"delayed": 1}
+
+
+def test_index_changes_apply_as_if_one_after_another_in_two_statements(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    store.job_index_upsert("ns", [row("gone", "delayed"), row("back", "running", revision=9)])
+    changes = [
+        JobIndexUpsert(row("new", "delayed")),
+        JobIndexRemove("gone"),
+        JobIndexUpsert(row("new", "running", revision=1)),
+        JobIndexUpsert(row("short-lived", "delayed")),
+        JobIndexRemove("short-lived"),
+        # Removed then written again: the new row replaces the old one whatever
+        # its revision, as two separate calls would.
+        JobIndexRemove("back"),
+        JobIndexUpsert(row("back", "delayed", revision=0)),
+    ]
+    with CaptureQueriesContext(connections[db_alias]) as captured:
+        store._apply_index_changes("ns", changes)
+
+    writes = [q for q in captured.captured_queries if q["sql"].startswith(("INSERT", "DELETE"))]
+    assert len(writes) == 2
+    assert store.job_index_get("ns", "new").stage == "running"
+    assert store.job_index_get("ns", "gone") is None
+    assert store.job_index_get("ns", "short-lived") is None
+    back = store.job_index_get("ns", "back")
+    assert (back.stage, back.revision) == ("delayed", 0)
+    assert store.job_index_stage_counts("ns") == {"running": 1, "delayed": 1}
+
+
+def test_get_returns_a_row_even_after_it_expired(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    expired = row("old", "success", now_ms() - HOUR_MS, revision=4)
+    store.job_index_upsert("ns", [expired])
+
+    assert store.job_index_get("ns", "old") == expired
+    assert store.job_index_get("ns", "missing") is None
+    assert store.job_index_get("other", "old") is None
+
+
+# --- listing by stage ---
+
+
+def test_stage_list_is_newest_first_and_leaves_out_expired_rows(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    t = now_ms()
+    store.job_index_upsert(
+        "ns",
+        [
+            row("old", "success", t + HOUR_MS, stage_date_ms=t - 3_000),
+            row("new", "success", t + HOUR_MS, stage_date_ms=t - 1_000),
+            row("middle", "success", None, stage_date_ms=t - 2_000),
+            row("expired", "success", t - 1, stage_date_ms=t),
+            row("failed", "failed", t + HOUR_MS, stage_date_ms=t),
+        ],
+    )
+
+    page = store.job_index_list_by_stage("ns", "success")
+
+    assert [item.job_id for item in page.items] == ["new", "middle", "old"]
+    assert page.next_cursor is None
+
+
+def test_stage_pages_neither_skip_nor_repeat_rows_sharing_one_timestamp(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    t = now_ms()
+    same_moment = [row(f"job-{n:02}", "running", stage_date_ms=t) for n in range(23)]
+    store.job_index_upsert(
+        "ns",
+        [
+            *same_moment,
+            row("newest", "running", stage_date_ms=t + 1),
+            row("oldest", "running", stage_date_ms=t - 1),
+        ],
+    )
+
+    ids, sizes = all_pages(
+        lambda cursor, limit: store.job_index_list_by_stage("ns", "running", cursor, limit), 5
+    )
+
+    expected = ["newest", *sorted((r.job_id for r in same_moment), reverse=True), "oldest"]
+    assert ids == expected
+    assert sizes == [5, 5, 5, 5, 5]
+
+
+def test_an_exact_last_page_says_there_is_no_further_page(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    store.job_index_upsert("ns", [row(f"job-{n}", "delayed") for n in range(4)])
+
+    first = store.job_index_list_by_stage("ns", "delayed", None, 2)
+    second = store.job_index_list_by_stage("ns", "delayed", first.next_cursor, 2)
+
+    assert first.next_cursor is not None
+    assert [item.job_id for item in second.items] == ["job-1", "job-0"]
+    assert second.next_cursor is None
+
+
+def test_a_cursor_that_is_not_one_is_refused(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    for stage, cursor in [("running", "nonsense"), ("running", "i:x:y"), ("enqueued", "q:x")]:
+        with pytest.raises(ValueError, match="cursor"):
+            store.job_index_list_by_stage("ns", stage, cursor)
+    with pytest.raises(ValueError, match="cursor"):
+        store.job_index_list_by_partition("ns", "orders", 0, "x")
+
+
+def test_enqueued_lists_unclaimed_queue_jobs_newest_first_then_partitioned_rows(
+    db_alias: str,
+) -> None:
+    store = JobIndexStore(db_alias)
+    t = now_ms()
+    sent: dict[str, int] = {}
+
+    def send(job_id: str, payload: bytes | None = None, **options: object) -> None:
+        message = queue_message(
+            db_alias, payload or job_message(job_id), available_at=t + len(sent), **options
+        )
+        sent[job_id] = message.available_at
+
+    for n in range(4):
+        send(f"job-0{n}")
+    send("junk", b"\xc1 not msgpack")
+    send("partition-ready", encode_command(PartitionReady(topic="orders")))
+    send("maintenance", encode_command(RunMaintenance(pass_name="sweep")))
+    send("claimed-job", leased=True)
+    for n in range(4, 7):
+        send(f"job-0{n}")
+    send("internal-job", queue_name="__later_partitions")
+    send("elsewhere", namespace="other")
+    send("emails-job", queue_name="emails")
+    store.job_index_upsert(
+        "ns",
+        [
+            row("part-a", "enqueued", stage_date_ms=t + 1, topic="orders", partition_id=0),
+            row("part-b", "enqueued", stage_date_ms=t + 2, topic="orders", partition_id=1),
+            row("leftover", "enqueued", stage_date_ms=t + 3),  # not on a partition
+            row("run", "running"),
+        ],
+    )
+
+    pages = []
+    cursor = None
+    for _ in range(10):
+        page = store.job_index_list_by_stage("ns", "enqueued", cursor, 4)
+        pages.append(page)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    ids = [item.job_id for page in pages for item in page.items]
+
+    assert ids == [
+        "emails-job",
+        "job-06",
+        "job-05",
+        "job-04",
+        "job-03",
+        "job-02",
+        "job-01",
+        "job-00",
+        "part-b",
+        "part-a",
+    ]
+    assert all(len(page.items) <= 4 for page in pages)
+    queued = [item for page in pages for item in page.items if item.job_id.startswith("job")]
+    assert all(
+        (item.stage, item.payload_type, item.revision, item.topic) == ("enqueued", "work", 0, None)
+        and item.stage_date_ms == item.created_at_ms == sent[item.job_id]
+        for item in queued
+    )
+
+
+def test_enqueued_list_goes_on_to_partitioned_rows_when_the_queue_fills_a_page(
+    db_alias: str,
+) -> None:
+    store = JobIndexStore(db_alias)
+    t = now_ms()
+    for n in range(3):
+        queue_message(db_alias, job_message(f"job-{n}"), available_at=t)
+    store.job_index_upsert(
+        "ns", [row("part-a", "enqueued", topic="orders", partition_id=0, sequence=1)]
+    )
+
+    first = store.job_index_list_by_stage("ns", "enqueued", None, 3)
+    second = store.job_index_list_by_stage("ns", "enqueued", first.next_cursor, 3)
+
+    assert [item.job_id for item in first.items] == ["job-2", "job-1", "job-0"]
+    assert first.next_cursor is not None
+    assert [item.job_id for item in second.items] == ["part-a"]
+    assert second.next_cursor is None
+
+
+def test_stage_counts_add_the_job_queues_depth_to_the_partitioned_enqueued_jobs(
+    db_alias: str,
+) -> None:
+    store = JobIndexStore(db_alias)
+    t = now_ms()
+    for n in range(3):
+        queue_message(db_alias, job_message(f"d{n}"), available_at=t)
+    for n in range(2):
+        queue_message(db_alias, job_message(f"e{n}"), queue_name="emails", available_at=t)
+    queue_message(db_alias, job_message("claimed"), available_at=t, leased=True)
+    queue_message(
+        db_alias,
+        encode_command(PartitionReady(topic="orders")),
+        queue_name="__later_partitions",
+        available_at=t,
+    )
+    queue_message(db_alias, job_message("x"), namespace="other", available_at=t)
+    store.job_index_upsert(
+        "ns",
+        [
+            row("p1", "enqueued", topic="orders", partition_id=0, sequence=1),
+            row("p2", "enqueued", topic="orders", partition_id=1, sequence=1),
+        ],
+    )
+
+    assert count_of(store, "enqueued") == 3 + 2 + 2
+    assert count_of(store, "enqueued", namespace="other") == 1
+
+    run_sql(db_alias, "UPDATE later_queue_depth SET ready = 100")
+    run_sql(db_alias, "UPDATE later_stage_counts SET count = -5")
+    assert count_of(store, "enqueued") == 100 * 2, "a negative counter part reads as nothing"
+
+    store.job_index_reconcile_stage_counts("ns")
+
+    assert count_of(store, "enqueued") == 7
+    depths = run_sql(
+        db_alias,
+        "SELECT queue_name, shard, ready FROM later_queue_depth WHERE namespace = 'ns' "
+        "ORDER BY queue_name",
+    )
+    assert depths == [("__later_partitions", 0, 1), ("default", 0, 3), ("emails", 0, 2)]
+    assert count_of(store, "enqueued", namespace="other") == 100, "another namespace is untouched"
+
+
+# --- partitions and continuations ---
+
+
+def partition_rows(topic: str, partition_id: int, sequences: range) -> list[JobIndexRow]:
+    return [
+        row(
+            f"{topic}-{partition_id}-{sequence}",
+            "success",
+            topic=topic,
+            partition_id=partition_id,
+            sequence=sequence,
+        )
+        for sequence in sequences
+    ]
+
+
+def test_partition_list_pages_from_the_highest_sequence(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    store.job_index_upsert(
+        "ns",
+        partition_rows("orders", 0, range(1, 8))
+        + partition_rows("orders", 1, range(1, 4))
+        + partition_rows("invoices", 0, range(1, 4)),
+    )
+
+    ids, sizes = all_pages(
+        lambda cursor, limit: store.job_index_list_by_partition("ns", "orders", 0, cursor, limit),
+        3,
+    )
+
+    assert ids == [f"orders-0-{sequence}" for sequence in range(7, 0, -1)]
+    assert sizes == [3, 3, 1]
+
+
+def test_partition_neighbors_are_the_exactly_adjacent_sequences(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    store.job_index_upsert(
+        "ns", partition_rows("orders", 0, range(1, 4)) + partition_rows("orders", 0, range(5, 6))
+    )
+
+    assert store.job_index_partition_neighbor("ns", "orders", 0, 2, older=True).sequence == 1
+    assert store.job_index_partition_neighbor("ns", "orders", 0, 2, older=False).sequence == 3
+    assert store.job_index_partition_neighbor("ns", "orders", 0, 3, older=False) is None, (
+        "a gap is not skipped over"
+    )
+    assert store.job_index_partition_neighbor("ns", "orders", 0, 1, older=True) is None
+    assert store.job_index_partition_neighbor("ns", "orders", 1, 2, older=True) is None
+
+
+def test_truncating_a_partition_keeps_its_newest_rows(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    store.job_index_upsert(
+        "ns", partition_rows("orders", 0, range(1, 11)) + partition_rows("orders", 1, range(1, 4))
+    )
+
+    assert store.job_index_truncate_partition("ns", "orders", 0, keep_last=4) == 6
+    assert store.job_index_truncate_partition("ns", "orders", 0, keep_last=4) == 0
+
+    left = store.job_index_list_by_partition("ns", "orders", 0, limit=50).items
+    assert [item.sequence for item in left] == [10, 9, 8, 7]
+    assert len(store.job_index_list_by_partition("ns", "orders", 1).items) == 3
+    assert store.job_index_truncate_partition("ns", "orders", 1, keep_last=0) == 3
+
+
+def test_continuations_are_listed_oldest_first_up_to_the_limit(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    t = now_ms()
+    store.job_index_upsert(
+        "ns",
+        [
+            row("c3", "waiting", stage_date_ms=t + 3, parent_job_id="parent"),
+            row("c1", "waiting", stage_date_ms=t + 1, parent_job_id="parent"),
+            row("c2", "enqueued", stage_date_ms=t + 2, parent_job_id="parent"),
+            row("c4", "waiting", stage_date_ms=t + 4, parent_job_id="parent"),
+            row("unrelated", "waiting", stage_date_ms=t, parent_job_id="another"),
+            row("orphan", "waiting", stage_date_ms=t),
+        ],
+    )
+    store.job_index_upsert("other", [row("c0", "waiting", stage_date_ms=t, parent_job_id="parent")])
+
+    listed = store.job_index_list_continuations("ns", "parent", 3)
+
+    assert [item.job_id for item in listed] == ["c1", "c2", "c3"]
+    assert store.job_index_list_continuations("ns", "nobody", 3) == []
+
+
+# --- sweep and namespaces ---
+
+
+def test_the_index_sweep_removes_expired_rows_at_most_limit_at_a_time(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    t = now_ms()
+    store.job_index_upsert(
+        "ns",
+        [row(f"expired-{n}", "success", t - 1_000) for n in range(5)]
+        + [row("kept-1", "success", t + HOUR_MS), row("kept-2", "failed", t + HOUR_MS)]
+        + [row("live", "delayed")],
+    )
+    store.job_index_upsert("other", [row("expired-elsewhere", "failed", t - 1_000)])
+
+    assert store.job_index_sweep_expired("ns", t, 3) == 3
+    assert store.job_index_sweep_expired("ns", t, 3) == 2
+    assert store.job_index_sweep_expired("ns", t, 3) == 0
+
+    left = sorted(job_id for (job_id,) in run_sql(db_alias, "SELECT job_id FROM later_jobs_index"))
+    assert left == ["expired-elsewhere", "kept-1", "kept-2", "live"]
+
+
+def test_namespaces_never_see_each_others_jobs(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    mine = row("job", "running", topic="orders", partition_id=0, sequence=1, parent_job_id="p")
+    store.job_index_upsert("ns", [mine])
+
+    assert store.job_index_get("other", "job") is None
+    assert store.job_index_list_by_stage("other", "running").items == []
+    assert store.job_index_list_by_partition("other", "orders", 0).items == []
+    assert store.job_index_list_continuations("other", "p", 10) == []
+    assert store.job_index_truncate_partition("other", "orders", 0, keep_last=0) == 0
+    assert store.job_index_stage_counts("other") == {}
+    store.job_index_remove("other", ["job"])
+    assert store.job_index_get("ns", "job") == mine

@@ -1,0 +1,446 @@
+"""Values and ranges (``KeyValueStore``) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import IntegrityError, connections, transaction
+
+from later_django.clock import now_ms
+from later_django.storage.kv import KeyValueStore
+from later_django.storage.types import (
+    Delete,
+    Expire,
+    Increment,
+    RangeAdd,
+    RangeClear,
+    RangeExpire,
+    RangeOrder,
+    RangeRemove,
+    Set,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+
+def expire_value_now(db_alias: str, key: str) -> None:
+    """Moves the expiry of ``key`` into the past, as if its TTL had run out."""
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(
+            "UPDATE later_storage SET date_expire = %s WHERE key = %s", [now_ms() - 1_000, key]
+        )
+
+
+def expire_member_now(db_alias: str, range_key: str, value: bytes) -> None:
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(
+            "UPDATE later_storage_range SET date_expire = %s WHERE range_key = %s AND value = %s",
+            [now_ms() - 1_000, range_key, value],
+        )
+
+
+def stored_row(db_alias: str, key: str) -> tuple | None:
+    """``(value, counter_value, date_expire)`` of ``key`` as stored, expired or not."""
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT value, counter_value, date_expire FROM later_storage WHERE key = %s", [key]
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    value, counter, date_expire = row
+    return (bytes(value) if value is not None else None, counter, date_expire)
+
+
+def member_cursors(store: KeyValueStore, key: str) -> dict[bytes, int]:
+    page = store.range_page(key, limit=1_000)
+    return {item.value: item.cursor for item in page.items}
+
+
+def walk(store: KeyValueStore, key: str, order: RangeOrder, limit: int) -> list[list[bytes]]:
+    pages, cursor = [], None
+    while True:
+        page = store.range_page(key, cursor=cursor, limit=limit, order=order)
+        pages.append([item.value for item in page.items])
+        if page.next_cursor is None:
+            return pages
+        cursor = page.next_cursor
+
+
+# --- values ---
+
+
+def test_get_of_an_absent_key_is_none(db_alias: str) -> None:
+    assert KeyValueStore(db_alias).get("missing") is None
+
+
+def test_set_then_get_returns_the_bytes(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Set("k", b"\x00binary\xff")])
+    assert store.get("k") == b"\x00binary\xff"
+
+
+def test_set_replaces_the_value_and_clears_a_previous_expiry(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Set("k", b"one", ttl_seconds=60)])
+    assert stored_row(db_alias, "k")[2] is not None
+    store.apply([Set("k", b"two")])
+    assert store.get("k") == b"two"
+    assert stored_row(db_alias, "k")[2] is None
+
+
+def test_set_with_ttl_expires_the_value_at_now_plus_ttl(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    before = now_ms()
+    store.apply([Set("k", b"v", ttl_seconds=30)])
+    date_expire = stored_row(db_alias, "k")[2]
+    assert before + 30_000 <= date_expire <= now_ms() + 30_000
+
+
+def test_set_records_date_updated_only_when_it_replaces_a_value(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Set("k", b"one")])
+    select = "SELECT date_created, date_updated FROM later_storage WHERE key = %s"
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(select, ["k"])
+        assert cursor.fetchone()[1] is None
+        store.apply([Set("k", b"two")])
+        cursor.execute(select, ["k"])
+        date_created, date_updated = cursor.fetchone()
+    assert date_updated is not None and date_updated >= date_created
+
+
+def test_delete_removes_a_key_and_deleting_an_absent_key_succeeds(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Set("k", b"v")])
+    store.apply([Delete("k"), Delete("never-there")])
+    assert store.get("k") is None
+    assert stored_row(db_alias, "k") is None
+
+
+def test_expire_sets_a_ttl_on_an_existing_key(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Set("k", b"v")])
+    store.apply([Expire("k", 60)])
+    assert store.get("k") == b"v"
+    assert stored_row(db_alias, "k")[2] > now_ms()
+
+
+def test_expire_with_zero_ttl_makes_the_value_absent_at_once(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Set("k", b"v")])
+    store.apply([Expire("k", 0)])
+    assert store.get("k") is None
+
+
+def test_expire_of_an_absent_key_does_not_create_it(db_alias: str) -> None:
+    KeyValueStore(db_alias).apply([Expire("ghost", 60)])
+    assert stored_row(db_alias, "ghost") is None
+
+
+def test_expired_value_reads_as_absent_in_get_and_get_many(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Set("old", b"1"), Set("live", b"2")])
+    expire_value_now(db_alias, "old")
+    assert store.get("old") is None
+    assert store.get_many(["old", "live"]) == {"live": b"2"}
+
+
+def test_get_many_returns_present_keys_and_leaves_out_absent_ones(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Set("a", b"1"), Set("b", b"2"), Set("c", b"3")])
+    assert store.get_many(["a", "c", "missing"]) == {"a": b"1", "c": b"3"}
+    assert store.get_many([]) == {}
+
+
+def test_get_many_handles_keys_with_quotes_and_unicode(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    keys = ['quote"d', "it's", "ünïcødé", "back\\slash"]
+    store.apply([Set(key, key.encode()) for key in keys])
+    assert store.get_many(keys) == {key: key.encode() for key in keys}
+
+
+def test_increment_creates_a_never_expiring_counter_and_adds_to_it(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Increment("hits")])
+    store.apply([Increment("hits", 4), Increment("hits", -2)])
+    value, counter, date_expire = stored_row(db_alias, "hits")
+    assert (value, counter, date_expire) == (None, 3, None)
+    assert store.get("hits") is None
+
+
+def test_increment_of_an_expired_key_starts_the_counter_again(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Increment("hits", 5), Expire("hits", 60)])
+    expire_value_now(db_alias, "hits")
+    store.apply([Increment("hits", 2)])
+    assert stored_row(db_alias, "hits") == (None, 2, None)
+
+
+# --- apply is all-or-nothing ---
+
+
+def test_apply_leaves_nothing_behind_when_a_later_operation_fails(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Set("kept", b"before")])
+    with pytest.raises(IntegrityError):
+        # A range member may not be NULL: the database refuses the third operation.
+        store.apply([Set("new", b"v"), Set("kept", b"after"), RangeAdd("r", None)])
+    assert store.get("new") is None
+    assert store.get("kept") == b"before"
+    assert store.range_count("r") == 0
+
+
+def test_apply_rejects_an_object_that_is_not_an_operation_and_writes_nothing(
+    db_alias: str,
+) -> None:
+    store = KeyValueStore(db_alias)
+    with pytest.raises(TypeError, match="not a storage operation"):
+        store.apply([Set("new", b"v"), ("Set", "other", b"v")])
+    assert store.get("new") is None
+
+
+def test_apply_inside_an_outer_transaction_rolls_back_only_its_own_batch(
+    db_alias: str,
+) -> None:
+    store = KeyValueStore(db_alias)
+    with transaction.atomic(using=db_alias):
+        store.apply([Set("outer", b"1")])
+        with pytest.raises(IntegrityError):
+            store.apply([Set("inner", b"2"), RangeAdd("r", None)])
+        store.apply([Set("after", b"3")])
+    assert store.get("outer") == b"1"
+    assert store.get("inner") is None
+    assert store.get("after") == b"3"
+
+
+def test_apply_inside_an_outer_transaction_rolls_back_with_it(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    with pytest.raises(RuntimeError), transaction.atomic(using=db_alias):
+        store.apply([Set("k", b"v"), RangeAdd("r", b"m")])
+        raise RuntimeError("the caller's own work failed")
+    assert store.get("k") is None
+    assert store.range_count("r") == 0
+
+
+def test_apply_of_an_empty_batch_does_nothing(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([])
+    assert store.get_many(["anything"]) == {}
+
+
+# --- set_if_absent ---
+
+
+def test_set_if_absent_creates_once_and_leaves_a_live_value_untouched(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    assert store.set_if_absent("k", b"first") is True
+    assert store.set_if_absent("k", b"second") is False
+    assert store.get("k") == b"first"
+
+
+def test_set_if_absent_replaces_an_expired_value(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Set("k", b"stale", ttl_seconds=60), Increment("k", 3)])
+    expire_value_now(db_alias, "k")
+    assert store.set_if_absent("k", b"fresh") is True
+    assert stored_row(db_alias, "k") == (b"fresh", None, None)
+
+
+def test_set_if_absent_with_ttl_is_a_lease_taken_again_after_it_lapses(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    assert store.set_if_absent("lease", b"worker-1", ttl_seconds=60) is True
+    assert stored_row(db_alias, "lease")[2] > now_ms()
+    assert store.set_if_absent("lease", b"worker-2", ttl_seconds=60) is False
+    expire_value_now(db_alias, "lease")
+    assert store.set_if_absent("lease", b"worker-2", ttl_seconds=60) is True
+    assert store.get("lease") == b"worker-2"
+
+
+def _race_set_if_absent(db_alias: str, key: str, threads: int) -> list[bool]:
+    barrier = threading.Barrier(threads)
+    results: list[bool] = []
+    errors: list[BaseException] = []
+
+    def contend(number: int) -> None:
+        try:
+            store = KeyValueStore(db_alias)
+            barrier.wait(timeout=30)
+            results.append(store.set_if_absent(key, f"thread-{number}".encode(), 60))
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=contend, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert not errors, errors
+    return results
+
+
+def test_set_if_absent_from_concurrent_threads_lets_exactly_one_win(db_alias: str) -> None:
+    results = _race_set_if_absent(db_alias, "contended", threads=8)
+    assert len(results) == 8
+    assert results.count(True) == 1
+    winner = KeyValueStore(db_alias).get("contended")
+    assert winner is not None and winner.startswith(b"thread-")
+
+
+def test_set_if_absent_from_concurrent_threads_takes_a_lapsed_lease_exactly_once(
+    db_alias: str,
+) -> None:
+    store = KeyValueStore(db_alias)
+    store.set_if_absent("contended", b"old-owner", ttl_seconds=60)
+    expire_value_now(db_alias, "contended")
+    results = _race_set_if_absent(db_alias, "contended", threads=8)
+    assert results.count(True) == 1
+    assert store.get("contended").startswith(b"thread-")
+
+
+# --- ranges ---
+
+
+def test_range_pages_walk_every_member_oldest_first(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    members = [f"m{n:02}".encode() for n in range(25)]
+    store.apply([RangeAdd("r", member) for member in members])
+    pages = walk(store, "r", RangeOrder.OLDEST_FIRST, limit=10)
+    assert [len(page) for page in pages] == [10, 10, 5]
+    assert [member for page in pages for member in page] == members
+
+
+def test_range_pages_walk_every_member_newest_first(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    members = [f"m{n:02}".encode() for n in range(25)]
+    store.apply([RangeAdd("r", member) for member in members])
+    pages = walk(store, "r", RangeOrder.NEWEST_FIRST, limit=10)
+    assert [len(page) for page in pages] == [10, 10, 5]
+    assert [member for page in pages for member in page] == members[::-1]
+
+
+def test_range_page_next_cursor_is_none_only_on_a_short_page(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([RangeAdd("r", f"m{n}".encode()) for n in range(4)])
+    full = store.range_page("r", limit=2)
+    assert full.next_cursor == full.items[-1].cursor
+    last_full = store.range_page("r", cursor=full.next_cursor, limit=2)
+    assert last_full.next_cursor is not None
+    empty = store.range_page("r", cursor=last_full.next_cursor, limit=2)
+    assert (empty.items, empty.next_cursor) == ([], None)
+    assert store.range_page("missing").items == []
+
+
+def test_members_added_during_an_oldest_first_walk_come_after_it(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([RangeAdd("r", f"a{n}".encode()) for n in range(6)])
+    first = store.range_page("r", limit=4)
+    store.apply([RangeAdd("r", b"late-1"), RangeAdd("r", b"late-2")])
+    second = store.range_page("r", cursor=first.next_cursor, limit=4)
+    assert [item.value for item in first.items] == [b"a0", b"a1", b"a2", b"a3"]
+    assert [item.value for item in second.items] == [b"a4", b"a5", b"late-1", b"late-2"]
+    assert store.range_page("r", limit=4).items == first.items
+
+
+def test_members_added_during_a_newest_first_walk_do_not_shift_its_pages(
+    db_alias: str,
+) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([RangeAdd("r", f"a{n}".encode()) for n in range(6)])
+    first = store.range_page("r", limit=4, order=RangeOrder.NEWEST_FIRST)
+    store.apply([RangeAdd("r", b"late")])
+    second = store.range_page("r", cursor=first.next_cursor, limit=4, order=RangeOrder.NEWEST_FIRST)
+    assert [item.value for item in first.items] == [b"a5", b"a4", b"a3", b"a2"]
+    assert [item.value for item in second.items] == [b"a1", b"a0"]
+    assert second.next_cursor is None
+
+
+def test_range_add_of_an_existing_member_keeps_its_cursor(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([RangeAdd("r", b"x"), RangeAdd("r", b"y")])
+    before = member_cursors(store, "r")
+    store.apply([RangeAdd("r", b"x")])
+    assert member_cursors(store, "r") == before
+    assert store.range_count("r") == 2
+
+
+def test_range_add_with_ttl_sets_and_without_clears_the_member_expiry(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    select = "SELECT date_expire FROM later_storage_range WHERE range_key = %s AND value = %s"
+    with connections[db_alias].cursor() as cursor:
+        store.apply([RangeAdd("r", b"x", ttl_seconds=60)])
+        cursor.execute(select, ["r", b"x"])
+        assert cursor.fetchone()[0] > now_ms()
+        store.apply([RangeAdd("r", b"x")])
+        cursor.execute(select, ["r", b"x"])
+        assert cursor.fetchone()[0] is None
+
+
+def test_range_add_of_an_expired_member_adds_it_again_at_the_end(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([RangeAdd("r", b"x"), RangeAdd("r", b"y")])
+    expire_member_now(db_alias, "r", b"x")
+    store.apply([RangeAdd("r", b"x")])
+    page = store.range_page("r")
+    assert [item.value for item in page.items] == [b"y", b"x"]
+    assert page.items[1].cursor > page.items[0].cursor
+
+
+def test_the_same_member_in_two_ranges_is_two_members(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([RangeAdd("r1", b"x"), RangeAdd("r2", b"x")])
+    assert (store.range_count("r1"), store.range_count("r2")) == (1, 1)
+
+
+def test_range_remove_removes_one_member_and_absent_members_are_fine(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([RangeAdd("r", b"x"), RangeAdd("r", b"y")])
+    store.apply([RangeRemove("r", b"x"), RangeRemove("r", b"never"), RangeRemove("none", b"x")])
+    assert [item.value for item in store.range_page("r").items] == [b"y"]
+
+
+def test_range_clear_removes_every_member_of_that_range_only(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([RangeAdd("r", b"x"), RangeAdd("r", b"y"), RangeAdd("other", b"x")])
+    store.apply([RangeClear("r")])
+    assert store.range_count("r") == 0
+    assert store.range_count("other") == 1
+
+
+def test_range_expire_sets_a_ttl_on_every_current_member(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([RangeAdd("r", b"x"), RangeAdd("r", b"y"), RangeAdd("other", b"z")])
+    store.apply([RangeExpire("r", 60)])
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*) FROM later_storage_range WHERE range_key = %s AND date_expire > %s",
+            ["r", now_ms()],
+        )
+        assert cursor.fetchone()[0] == 2
+    store.apply([RangeExpire("r", 0)])
+    assert store.range_count("r") == 0
+    assert store.range_count("other") == 1
+
+
+def test_expired_members_read_as_absent_in_range_page_and_range_count(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([RangeAdd("r", f"m{n}".encode()) for n in range(5)])
+    expire_member_now(db_alias, "r", b"m1")
+    expire_member_now(db_alias, "r", b"m3")
+    assert store.range_count("r") == 3
+    live = [b"m0", b"m2", b"m4"]
+    assert [item.value for item in store.range_page("r").items] == live
+    newest = store.range_page("r", order=RangeOrder.NEWEST_FIRST)
+    assert [item.value for item in newest.items] == live[::-1]
+    assert walk(store, "r", RangeOrder.OLDEST_FIRST, limit=2) == [[b"m0", b"m2"], [b"m4"]]
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 2.5])
+def test_range_page_refuses_a_limit_that_is_not_a_positive_integer(
+    db_alias: str, limit: object
+) -> None:
+    with pytest.raises(ValueError, match="limit"):
+        KeyValueStore(db_alias).range_page("r", limit=limit)

@@ -1,0 +1,299 @@
+"""Whole-database upkeep (``UpkeepStore``): size, sweep, WAL checkpoints, vacuum."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.db import connections, transaction
+
+from later_django.clock import now_ms
+from later_django.storage import upkeep
+from later_django.storage.db import Statements
+from later_django.storage.kv import KeyValueStore
+from later_django.storage.sql import upkeep as sql_upkeep
+from later_django.storage.types import Increment, RangeAdd, Set, WalCheckpoint
+from later_django.storage.upkeep import UpkeepStore
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+MEGABYTE = 1 << 20
+
+
+def expire_everything_now(db_alias: str, like: str) -> None:
+    """Moves the expiry of matching values and range members into the past."""
+    past = now_ms() - 1_000
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute("UPDATE later_storage SET date_expire = %s WHERE key LIKE %s", [past, like])
+        cursor.execute(
+            "UPDATE later_storage_range SET date_expire = %s WHERE range_key LIKE %s",
+            [past, like],
+        )
+
+
+def write_megabytes(db_alias: str, megabytes: int, prefix: str) -> None:
+    """Random (incompressible) 64 KiB values, so the database really grows."""
+    store = KeyValueStore(db_alias)
+    for number in range(megabytes * 16):
+        store.apply([Set(f"{prefix}-{number}", os.urandom(64 * 1024))])
+
+
+def sweep_all(store: UpkeepStore, limit: int) -> int:
+    total = 0
+    while (removed := store.sweep_expired(limit)) == limit:
+        total += removed
+    return total + removed
+
+
+def wal_size(db_alias: str) -> int:
+    wal = Path(connections[db_alias].settings_dict["NAME"] + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def write_some(db_alias: str, count: int) -> None:
+    store = KeyValueStore(db_alias)
+    for number in range(count):
+        store.apply([Set(f"wal-key-{number}", bytes([7]) * 2_000)])
+
+
+def busy_timeout_ms(db_alias: str) -> int:
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute("PRAGMA busy_timeout")
+        return cursor.fetchone()[0]
+
+
+@pytest.fixture
+def reader(sqlite_alias: str) -> Iterator[sqlite3.Connection]:
+    """A separate raw SQLite connection (Django's would BEGIN IMMEDIATE, a write lock)."""
+    connection = sqlite3.connect(
+        connections[sqlite_alias].settings_dict["NAME"], isolation_level=None
+    )
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+# --- size ---
+
+
+def test_total_db_size_is_positive_and_grows_after_writing_megabytes(db_alias: str) -> None:
+    store = UpkeepStore(db_alias)
+    before = store.total_db_size_bytes()
+    assert before > 0
+    write_megabytes(db_alias, 3, "size")
+    assert store.total_db_size_bytes() >= before + 2 * MEGABYTE
+
+
+# --- sweep ---
+
+
+def test_sweep_removes_at_most_limit_rows_across_both_tables(db_alias: str) -> None:
+    kv = KeyValueStore(db_alias)
+    kv.apply(
+        [Set(f"old-{n}", b"v") for n in range(7)]
+        + [RangeAdd("old-range", f"m{n}".encode()) for n in range(7)]
+    )
+    expire_everything_now(db_alias, "old-%")
+    store = UpkeepStore(db_alias)
+    assert [store.sweep_expired(5) for _ in range(4)] == [5, 5, 4, 0]
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM later_storage")
+        assert cursor.fetchone()[0] == 0
+        cursor.execute("SELECT COUNT(*) FROM later_storage_range")
+        assert cursor.fetchone()[0] == 0
+
+
+def test_sweep_never_removes_unexpired_rows(db_alias: str) -> None:
+    kv = KeyValueStore(db_alias)
+    kv.apply(
+        [
+            Set("old", b"v"),
+            RangeAdd("old-range", b"m"),
+            Set("forever", b"v"),
+            Set("later", b"v", ttl_seconds=3_600),
+            Increment("counter"),
+            RangeAdd("live-range", b"forever"),
+            RangeAdd("live-range", b"later", ttl_seconds=3_600),
+        ]
+    )
+    expire_everything_now(db_alias, "old%")
+    assert UpkeepStore(db_alias).sweep_expired(100) == 2
+    assert kv.get_many(["forever", "later"]) == {"forever": b"v", "later": b"v"}
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute("SELECT key FROM later_storage ORDER BY key")
+        assert [row[0] for row in cursor.fetchall()] == ["counter", "forever", "later"]
+    assert kv.range_count("live-range") == 2
+
+
+def test_sweeping_in_a_loop_removes_every_expired_row(db_alias: str) -> None:
+    kv = KeyValueStore(db_alias)
+    kv.apply(
+        [Set(f"old-{n}", b"v") for n in range(30)]
+        + [RangeAdd(f"old-range-{n % 3}", f"m{n}".encode()) for n in range(40)]
+        + [Set("keep", b"v")]
+    )
+    expire_everything_now(db_alias, "old-%")
+    store = UpkeepStore(db_alias)
+    assert sweep_all(store, 7) == 70
+    assert store.sweep_expired(7) == 0
+    assert kv.get("keep") == b"v"
+
+
+def test_sweep_with_limit_zero_removes_nothing(db_alias: str) -> None:
+    KeyValueStore(db_alias).apply([Set("old", b"v")])
+    expire_everything_now(db_alias, "old")
+    store = UpkeepStore(db_alias)
+    assert store.sweep_expired(0) == 0
+    assert store.sweep_expired(1) == 1
+
+
+def test_sweep_refuses_a_negative_limit(db_alias: str) -> None:
+    with pytest.raises(ValueError, match="limit"):
+        UpkeepStore(db_alias).sweep_expired(-1)
+
+
+# --- vacuum ---
+
+
+def test_vacuum_shrinks_the_sqlite_file_after_deleting_and_sweeping(sqlite_alias: str) -> None:
+    store = UpkeepStore(sqlite_alias)
+    path = Path(connections[sqlite_alias].settings_dict["NAME"])
+    write_megabytes(sqlite_alias, 4, "bulk")
+    assert store.checkpoint_wal_above(1, 1_000) is WalCheckpoint.TRUNCATED
+    full_size = path.stat().st_size
+    expire_everything_now(sqlite_alias, "bulk-%")
+    sweep_all(store, 1_000)
+    # A DELETE only frees pages for reuse; the file keeps its size until VACUUM.
+    assert store.checkpoint_wal_above(1, 1_000) is WalCheckpoint.TRUNCATED
+    assert path.stat().st_size >= full_size
+
+    store.vacuum()
+    assert store.checkpoint_wal_above(1, 1_000) is WalCheckpoint.TRUNCATED
+    assert path.stat().st_size < full_size - 3 * MEGABYTE
+
+
+def test_vacuum_inside_a_transaction_is_refused_on_sqlite(sqlite_alias: str) -> None:
+    with (
+        transaction.atomic(using=sqlite_alias),
+        pytest.raises(transaction.TransactionManagementError, match="inside a transaction"),
+    ):
+        UpkeepStore(sqlite_alias).vacuum()
+
+
+def test_vacuum_does_nothing_on_postgresql(postgres_alias: str) -> None:
+    KeyValueStore(postgres_alias).apply([Set("k", b"v")])
+    with transaction.atomic(using=postgres_alias):
+        UpkeepStore(postgres_alias).vacuum()
+    assert KeyValueStore(postgres_alias).get("k") == b"v"
+
+
+# --- WAL checkpoints ---
+
+
+def test_checkpoint_truncates_a_large_log_and_leaves_a_small_one(sqlite_alias: str) -> None:
+    store = UpkeepStore(sqlite_alias)
+    write_some(sqlite_alias, 40)
+    assert wal_size(sqlite_alias) > 0, "writes should have left a log behind"
+
+    assert store.checkpoint_wal_above(1_000_000, 2_000) is WalCheckpoint.BELOW_THRESHOLD
+    assert wal_size(sqlite_alias) > 0, "a small log is left alone"
+
+    assert store.checkpoint_wal_above(1, 1_000) is WalCheckpoint.TRUNCATED
+    assert wal_size(sqlite_alias) == 0, "a large log is cut back to nothing"
+
+
+def test_checkpoint_gives_up_quickly_behind_a_reader_instead_of_stalling_writers(
+    sqlite_alias: str, reader: sqlite3.Connection
+) -> None:
+    store = UpkeepStore(sqlite_alias)
+    write_some(sqlite_alias, 10)
+    original_wait_ms = busy_timeout_ms(sqlite_alias)
+
+    # A reader holding a snapshot while more is written: the log cannot be
+    # reset until it finishes.
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM later_storage").fetchone()
+    write_some(sqlite_alias, 10)
+
+    started = time.monotonic()
+    assert store.checkpoint_wal_above(1, 1_000) is WalCheckpoint.GAVE_UP
+    elapsed = time.monotonic() - started
+    assert elapsed < 6, f"gave up after {elapsed:.1f} s"
+    assert busy_timeout_ms(sqlite_alias) == original_wait_ms, "the short wait was left behind"
+
+    reader.execute("ROLLBACK")
+    assert store.checkpoint_wal_above(1, 1_000) is WalCheckpoint.TRUNCATED
+    assert wal_size(sqlite_alias) == 0
+
+
+class _FailingTruncate(Statements):
+    """The upkeep statements, with a truncating checkpoint that errors."""
+
+    def get(self, vendor: str, name: str) -> str:
+        if name == "wal_checkpoint_truncate":
+            return "SELECT no_such_function()"
+        return sql_upkeep.STATEMENTS.get(vendor, name)
+
+
+def test_checkpoint_restores_the_busy_timeout_when_it_fails(
+    sqlite_alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_some(sqlite_alias, 5)
+    original_wait_ms = busy_timeout_ms(sqlite_alias)
+    monkeypatch.setattr(upkeep, "STATEMENTS", _FailingTruncate())
+    with pytest.raises(Exception, match="no_such_function"):
+        UpkeepStore(sqlite_alias).checkpoint_wal_above(1, 1_000)
+    assert busy_timeout_ms(sqlite_alias) == original_wait_ms
+
+
+def test_checkpoint_wal_checks_at_most_once_per_interval(sqlite_alias: str) -> None:
+    store = UpkeepStore(sqlite_alias)
+    write_some(sqlite_alias, 5)
+    assert store.checkpoint_wal() is WalCheckpoint.BELOW_THRESHOLD
+    assert store.checkpoint_wal() is WalCheckpoint.SKIPPED
+    assert UpkeepStore(sqlite_alias).checkpoint_wal() is WalCheckpoint.BELOW_THRESHOLD, (
+        "the timer belongs to one storage instance"
+    )
+
+
+def test_checkpoint_wal_backs_off_after_giving_up(
+    sqlite_alias: str, reader: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(upkeep, "WAL_CHECKPOINT_FRAMES", 1)
+    monkeypatch.setattr(upkeep, "WAL_TRUNCATE_WAIT_MS", 200)
+    monkeypatch.setattr(upkeep, "WAL_CHECK_INTERVAL_MS", 0)
+    store = UpkeepStore(sqlite_alias)
+    write_some(sqlite_alias, 5)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM later_storage").fetchone()
+    write_some(sqlite_alias, 5)
+
+    assert store.checkpoint_wal() is WalCheckpoint.GAVE_UP
+    reader.execute("ROLLBACK")
+    assert store.checkpoint_wal() is WalCheckpoint.SKIPPED, "backs off after giving up"
+
+    monkeypatch.setattr(upkeep, "WAL_RETRY_AFTER_BUSY_MS", 0)
+    fresh = UpkeepStore(sqlite_alias)
+    assert fresh.checkpoint_wal() is WalCheckpoint.TRUNCATED
+    assert fresh.checkpoint_wal() is WalCheckpoint.BELOW_THRESHOLD, "interval 0: no skip"
+    assert wal_size(sqlite_alias) == 0
+
+
+def test_checkpoint_inside_a_transaction_is_refused_on_sqlite(sqlite_alias: str) -> None:
+    with (
+        transaction.atomic(using=sqlite_alias),
+        pytest.raises(transaction.TransactionManagementError, match="inside a transaction"),
+    ):
+        UpkeepStore(sqlite_alias).checkpoint_wal()
+
+
+def test_checkpoint_is_not_applicable_on_postgresql(postgres_alias: str) -> None:
+    store = UpkeepStore(postgres_alias)
+    assert store.checkpoint_wal() is WalCheckpoint.NOT_APPLICABLE
+    assert store.checkpoint_wal() is WalCheckpoint.NOT_APPLICABLE
+    assert store.checkpoint_wal_above(1, 1_000) is WalCheckpoint.NOT_APPLICABLE

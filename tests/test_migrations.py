@@ -1,0 +1,109 @@
+"""The hand-written migrations build exactly the models' schema, with triggers, both ways."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.db import connections
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+EXPECTED_TABLES = {
+    "later_storage",
+    "later_storage_range",
+    "later_delivery_queue",
+    "later_queue_depth",
+    "later_job_execution",
+    "later_topic",
+    "later_partition_sequence",
+    "later_partition_job",
+    "later_partition_head",
+    "later_partition_lease",
+    "later_worker",
+    "later_log_partition",
+    "later_log_record",
+    "later_log_consumer_offset",
+    "later_log_consumer_member",
+    "later_log_consumer_lease",
+    "later_jobs_index",
+    "later_stage_counts",
+    "later_job_transition_metrics",
+    "later_job_wait_metrics",
+    "later_queue_samples",
+}
+EXPECTED_INDEXES = {
+    "later_storage_expire_idx",
+    "later_storage_range_expire_idx",
+    "later_delivery_queue_claim_idx",
+    "later_jobs_index_stage_idx",
+    "later_jobs_index_partition_idx",
+    "later_jobs_index_parent_idx",
+    "later_jobs_index_expire_idx",
+}
+
+
+def later_tables(alias: str) -> set[str]:
+    with connections[alias].cursor() as cursor:
+        names = connections[alias].introspection.table_names(cursor)
+    return {name for name in names if name.startswith("later_")}
+
+
+def trigger_names(alias: str) -> set[str]:
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        else:
+            cursor.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")
+        return {row[0] for row in cursor.fetchall()}
+
+
+def index_names(alias: str) -> set[str]:
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+        else:
+            cursor.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_makemigrations_finds_nothing_to_do() -> None:
+    output = io.StringIO()
+    call_command(
+        "makemigrations", "later_django", check=True, dry_run=True, stdout=output, verbosity=1
+    )
+    assert "No changes detected" in output.getvalue()
+
+
+def test_migrate_creates_all_21_tables_with_the_models_names(db_alias: str) -> None:
+    model_tables = {
+        model._meta.db_table for model in apps.get_app_config("later_django").get_models()
+    }
+    assert model_tables == EXPECTED_TABLES
+    assert later_tables(db_alias) == EXPECTED_TABLES
+
+
+def test_migrate_creates_the_counter_triggers_and_vendor_indexes(db_alias: str) -> None:
+    triggers = trigger_names(db_alias)
+    assert {t for t in triggers if t.startswith("later_queue_depth_on_")}, triggers
+    assert {t for t in triggers if t.startswith("later_stage_counts_on_")}, triggers
+    assert index_names(db_alias) >= EXPECTED_INDEXES
+
+
+def test_migrating_to_zero_and_back_removes_and_restores_everything(db_alias: str) -> None:
+    call_command("migrate", "later_django", "zero", database=db_alias, verbosity=0)
+    try:
+        assert later_tables(db_alias) == set()
+        assert not {t for t in trigger_names(db_alias) if t.startswith("later_")}
+        if connections[db_alias].vendor == "postgresql":
+            with connections[db_alias].cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_proc WHERE proname LIKE 'later\\_%%'")
+                assert cursor.fetchone()[0] == 0
+    finally:
+        call_command("migrate", "later_django", database=db_alias, verbosity=0)
+    assert later_tables(db_alias) == EXPECTED_TABLES
+    assert index_names(db_alias) >= EXPECTED_INDEXES
