@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from later_django.clock import now_ms
+from later_django.models import KEY_LENGTH
 from later_django.storage.db import AliasBound, SqlRunner, as_bytes
 from later_django.storage.sql.kv import NEWEST_FIRST_START, OLDEST_FIRST_START, STATEMENTS
 from later_django.storage.types import (
@@ -35,6 +36,41 @@ from later_django.storage.types import (
 )
 
 _OPERATION_NAMES = "Set, Delete, Expire, Increment, RangeAdd, RangeRemove, RangeClear, RangeExpire"
+#: Keys and range keys are ``varchar(500)`` (``later_django.models.KEY_LENGTH``).
+MAX_KEY_LENGTH = KEY_LENGTH
+#: Range members are unique per range through a b-tree index, whose entries
+#: PostgreSQL caps near 2.7 KB; members are ids and keys, so 1 KiB is plenty.
+MAX_RANGE_MEMBER_BYTES = 1024
+
+
+def check_operation(operation: object) -> None:
+    """Raises ``TypeError``/``ValueError`` naming the value when ``operation`` is not one
+    ``apply`` can write: an unknown object, a key that is empty or longer than
+    ``MAX_KEY_LENGTH``, a value that is not bytes, or a range member over
+    ``MAX_RANGE_MEMBER_BYTES``."""
+    if not isinstance(
+        operation,
+        Set | Delete | Expire | Increment | RangeAdd | RangeRemove | RangeClear | RangeExpire,
+    ):
+        raise TypeError(
+            f"apply() got {operation!r}, which is not a storage operation "
+            f"(one of {_OPERATION_NAMES})"
+        )
+    key = operation.key
+    if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH:
+        raise ValueError(
+            f"storage key {key!r} must be a string of 1 to {MAX_KEY_LENGTH} characters"
+        )
+    value = getattr(operation, "value", b"")
+    if not isinstance(value, bytes):
+        raise TypeError(
+            f"{type(operation).__name__} value for {key!r} must be bytes, not {value!r}"
+        )
+    if isinstance(operation, RangeAdd | RangeRemove) and len(value) > MAX_RANGE_MEMBER_BYTES:
+        raise ValueError(
+            f"range member of {key!r} is {len(value)} bytes; members are at most "
+            f"{MAX_RANGE_MEMBER_BYTES} bytes (store large values with Set and add their key)"
+        )
 
 
 def expire_at_ms(now: int, ttl_seconds: float | None) -> int | None:
@@ -96,6 +132,8 @@ class KeyValueStore(AliasBound):
         """
         if not operations:
             return
+        for operation in operations:
+            check_operation(operation)
         runner = self._kv_sql
         now = now_ms()
         with transaction.atomic(using=self.using), runner.connection.cursor() as cursor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import IntegrityError, connections, transaction
+from django.db import DatabaseError, connections, transaction
 
 from later_django.clock import now_ms
 from later_django.storage.kv import KeyValueStore
@@ -20,6 +20,12 @@ from later_django.storage.types import (
     RangeRemove,
     Set,
 )
+
+#: An operation that passes validation but fails in the database, after the
+#: operations before it were written: the counter leaves the 64-bit range.
+OVERFLOWING_INCREMENT = Increment("counter", 2**63)
+#: SQLite's driver refuses the number; PostgreSQL reports "bigint out of range".
+DATABASE_FAILURE = (DatabaseError, OverflowError)
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -184,9 +190,9 @@ def test_increment_of_an_expired_key_starts_the_counter_again(db_alias: str) -> 
 def test_apply_leaves_nothing_behind_when_a_later_operation_fails(db_alias: str) -> None:
     store = KeyValueStore(db_alias)
     store.apply([Set("kept", b"before")])
-    with pytest.raises(IntegrityError):
+    with pytest.raises(DATABASE_FAILURE):
         # A range member may not be NULL: the database refuses the third operation.
-        store.apply([Set("new", b"v"), Set("kept", b"after"), RangeAdd("r", None)])
+        store.apply([Set("new", b"v"), Set("kept", b"after"), OVERFLOWING_INCREMENT])
     assert store.get("new") is None
     assert store.get("kept") == b"before"
     assert store.range_count("r") == 0
@@ -207,8 +213,8 @@ def test_apply_inside_an_outer_transaction_rolls_back_only_its_own_batch(
     store = KeyValueStore(db_alias)
     with transaction.atomic(using=db_alias):
         store.apply([Set("outer", b"1")])
-        with pytest.raises(IntegrityError):
-            store.apply([Set("inner", b"2"), RangeAdd("r", None)])
+        with pytest.raises(DATABASE_FAILURE):
+            store.apply([Set("inner", b"2"), OVERFLOWING_INCREMENT])
         store.apply([Set("after", b"3")])
     assert store.get("outer") == b"1"
     assert store.get("inner") is None
@@ -444,3 +450,21 @@ def test_range_page_refuses_a_limit_that_is_not_a_positive_integer(
 ) -> None:
     with pytest.raises(ValueError, match="limit"):
         KeyValueStore(db_alias).range_page("r", limit=limit)
+
+
+@pytest.mark.parametrize(
+    ("operation", "error", "named"),
+    [
+        (Set("", b"v"), ValueError, "1 to 500 characters"),
+        (Set("k" * 501, b"v"), ValueError, "1 to 500 characters"),
+        (Set("k", "text"), TypeError, "must be bytes"),
+        (RangeAdd("r", b"x" * 1025), ValueError, "at most 1024 bytes"),
+    ],
+)
+def test_an_operation_with_a_bad_key_or_value_is_refused_by_name_and_writes_nothing(
+    db_alias: str, operation, error, named
+) -> None:
+    store = KeyValueStore(db_alias)
+    with pytest.raises(error, match=named):
+        store.apply([Set("written-first", b"v"), operation])
+    assert store.get("written-first") is None
