@@ -26,13 +26,51 @@ has one writer at a time and always uses shard 0.
 
 from __future__ import annotations
 
-from django.db import models
+from typing import TYPE_CHECKING
+
+from django.db import models, router
+
+if TYPE_CHECKING:
+    from later_django.storage.django import DjangoStorage
+    from later_django.storage.queue import SqlDeliveryQueue
 
 NAME_LENGTH = 200
 KEY_LENGTH = 500
 
 
-class StorageValue(models.Model):
+class LaterManager(models.Manager):
+    """The manager of every later_* model: the ORM for cold paths, and the way in to
+    the storage contract on the manager's database.
+
+    ``JobIndexEntry.objects.storage()`` is the :class:`DjangoStorage` of the
+    database the router picks for writes (``db_manager("alias").storage()`` for
+    another); ``delivery_queue()`` likewise. Hot paths run named SQL there.
+    """
+
+    def _write_alias(self) -> str:
+        return self._db or router.db_for_write(self.model)
+
+    def storage(self) -> DjangoStorage:
+        from later_django.storage.django import DjangoStorage
+
+        return DjangoStorage(self._write_alias())
+
+    def delivery_queue(self) -> SqlDeliveryQueue:
+        from later_django.storage.queue import SqlDeliveryQueue
+
+        return SqlDeliveryQueue(self._write_alias())
+
+
+class LaterModel(models.Model):
+    """Base of every later_* model (only adds the manager)."""
+
+    objects = LaterManager()
+
+    class Meta:
+        abstract = True
+
+
+class StorageValue(LaterModel):
     """A key-value entry: MessagePack job records and internal state."""
 
     key = models.CharField(max_length=KEY_LENGTH, primary_key=True)
@@ -47,7 +85,7 @@ class StorageValue(models.Model):
         verbose_name = "storage value"
 
 
-class StorageRangeItem(models.Model):
+class StorageRangeItem(LaterModel):
     """A member of an ordered range (a secondary index such as a parent's children).
 
     ``sequence`` is the stable cursor: it only ever grows (SQLite
@@ -71,7 +109,7 @@ class StorageRangeItem(models.Model):
         ]
 
 
-class DeliveryMessage(models.Model):
+class DeliveryMessage(LaterModel):
     """A message in the delivery queue (MessagePack command), leased while claimed."""
 
     sequence = models.BigAutoField(primary_key=True)
@@ -87,7 +125,7 @@ class DeliveryMessage(models.Model):
         db_table = "later_delivery_queue"
 
 
-class QueueDepth(models.Model):
+class QueueDepth(LaterModel):
     """Ready (unclaimed) messages per queue, kept exact by triggers on the queue."""
 
     pk = models.CompositePrimaryKey("namespace", "queue_name", "shard")
@@ -100,7 +138,7 @@ class QueueDepth(models.Model):
         db_table = "later_queue_depth"
 
 
-class JobExecution(models.Model):
+class JobExecution(LaterModel):
     """The lease under which one worker executes one (non-partitioned) job."""
 
     pk = models.CompositePrimaryKey("namespace", "job_id")
@@ -116,7 +154,7 @@ class JobExecution(models.Model):
         indexes = [models.Index(fields=["lease_until"], name="later_job_execution_lease_idx")]
 
 
-class Topic(models.Model):
+class Topic(LaterModel):
     """A topic and its fixed partition count."""
 
     pk = models.CompositePrimaryKey("namespace", "topic")
@@ -129,7 +167,7 @@ class Topic(models.Model):
         db_table = "later_topic"
 
 
-class PartitionSequence(models.Model):
+class PartitionSequence(LaterModel):
     """The next job sequence of one partition."""
 
     pk = models.CompositePrimaryKey("namespace", "topic", "partition_id")
@@ -142,7 +180,7 @@ class PartitionSequence(models.Model):
         db_table = "later_partition_sequence"
 
 
-class PartitionJob(models.Model):
+class PartitionJob(LaterModel):
     """A job held in a partition at its sequence, with its earliest runnable time."""
 
     pk = models.CompositePrimaryKey("namespace", "topic", "partition_id", "sequence")
@@ -168,7 +206,7 @@ class PartitionJob(models.Model):
         ]
 
 
-class PartitionHead(models.Model):
+class PartitionHead(LaterModel):
     """The current first job of each active partition (claims read only this).
 
     ``stage`` mirrors the head job's stage so a blocked head (delayed,
@@ -193,7 +231,7 @@ class PartitionHead(models.Model):
         ]
 
 
-class PartitionLease(models.Model):
+class PartitionLease(LaterModel):
     """Who owns a partition, until when, and the fencing epoch of that ownership."""
 
     pk = models.CompositePrimaryKey("namespace", "topic", "partition_id")
@@ -208,7 +246,7 @@ class PartitionLease(models.Model):
         db_table = "later_partition_lease"
 
 
-class Worker(models.Model):
+class Worker(LaterModel):
     """A worker process's heartbeat; the live set feeds partition assignment."""
 
     pk = models.CompositePrimaryKey("namespace", "worker_id")
@@ -229,7 +267,7 @@ class Worker(models.Model):
         ]
 
 
-class LogPartition(models.Model):
+class LogPartition(LaterModel):
     """The next offset of one retained-log partition (independent of job sequences)."""
 
     pk = models.CompositePrimaryKey("namespace", "topic", "partition_id")
@@ -242,7 +280,7 @@ class LogPartition(models.Model):
         db_table = "later_log_partition"
 
 
-class LogRecord(models.Model):
+class LogRecord(LaterModel):
     """An immutable retained-log record. ``record_offset`` avoids SQL's OFFSET keyword."""
 
     pk = models.CompositePrimaryKey("namespace", "topic", "partition_id", "record_offset")
@@ -258,7 +296,7 @@ class LogRecord(models.Model):
         db_table = "later_log_record"
 
 
-class LogConsumerOffset(models.Model):
+class LogConsumerOffset(LaterModel):
     """A consumer group's next offset in one partition."""
 
     pk = models.CompositePrimaryKey("namespace", "group_name", "topic", "partition_id")
@@ -273,7 +311,7 @@ class LogConsumerOffset(models.Model):
         db_table = "later_log_consumer_offset"
 
 
-class LogConsumerMember(models.Model):
+class LogConsumerMember(LaterModel):
     """A live member of a consumer group (heartbeat)."""
 
     pk = models.CompositePrimaryKey("namespace", "group_name", "topic", "member_id")
@@ -288,7 +326,7 @@ class LogConsumerMember(models.Model):
         db_table = "later_log_consumer_member"
 
 
-class LogConsumerLease(models.Model):
+class LogConsumerLease(LaterModel):
     """A fenced claim of one partition by one member of a consumer group."""
 
     pk = models.CompositePrimaryKey("namespace", "group_name", "topic", "partition_id")
@@ -304,7 +342,7 @@ class LogConsumerLease(models.Model):
         db_table = "later_log_consumer_lease"
 
 
-class JobIndexEntry(models.Model):
+class JobIndexEntry(LaterModel):
     """One row per job for the dashboard: its stage, when, and where it belongs.
 
     Queued jobs that are not on a partition have no row: the delivery queue
@@ -334,7 +372,7 @@ class JobIndexEntry(models.Model):
         permissions = [("manage_jobs", "Can retry, delete and run jobs from the dashboard")]
 
 
-class StageCount(models.Model):
+class StageCount(LaterModel):
     """Live jobs per stage (a striped counter, summed over ``shard`` on read)."""
 
     pk = models.CompositePrimaryKey("namespace", "stage", "shard")
@@ -347,7 +385,7 @@ class StageCount(models.Model):
         db_table = "later_stage_counts"
 
 
-class JobTransitionMetric(models.Model):
+class JobTransitionMetric(LaterModel):
     """Transitions into a stage per minute bucket (throughput panel)."""
 
     pk = models.CompositePrimaryKey("namespace", "stage", "minute_bucket")
@@ -360,7 +398,7 @@ class JobTransitionMetric(models.Model):
         db_table = "later_job_transition_metrics"
 
 
-class JobWaitMetric(models.Model):
+class JobWaitMetric(LaterModel):
     """Queue-wait count, sum and max per mode ("regular"/"sequential") per minute."""
 
     pk = models.CompositePrimaryKey("namespace", "mode", "minute_bucket")
@@ -375,7 +413,7 @@ class JobWaitMetric(models.Model):
         db_table = "later_job_wait_metrics"
 
 
-class QueueSample(models.Model):
+class QueueSample(LaterModel):
     """Queue length once a minute (queued and partitioned), kept one week."""
 
     pk = models.CompositePrimaryKey("namespace", "minute_bucket")

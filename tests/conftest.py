@@ -7,6 +7,8 @@ skipped only when ``tests.settings`` found no server and
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from django.conf import settings
 
@@ -20,6 +22,27 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     else:
         pg = f"PostgreSQL SKIPPED ({settings.POSTGRES_PROBLEM})"
     return [f"later_django databases: SQLite file {sqlite}; {pg}"]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """States how many test cases ran on each database, so a run says it covered both."""
+    counts = {name: {"passed": 0, "failed": 0, "skipped": 0} for name in ALIASES}
+    for outcome in ("passed", "failed", "skipped", "error"):
+        for report in terminalreporter.stats.get(outcome, []):
+            for name in ALIASES:
+                if f"[{name}" in getattr(report, "nodeid", ""):
+                    counts[name]["failed" if outcome == "error" else outcome] += 1
+    summary = "; ".join(
+        f"{name}: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
+        for name, c in counts.items()
+    )
+    terminalreporter.write_line(f"later_django database cases: {summary}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Removes the temporary SQLite directory the settings created for this run."""
+    if settings.SQLITE_DIRECTORY_IS_TEMPORARY:
+        shutil.rmtree(settings.SQLITE_DIRECTORY, ignore_errors=True)
 
 
 @pytest.fixture(params=list(ALIASES))

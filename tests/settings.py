@@ -50,6 +50,7 @@ TEMPLATES = [
     }
 ]
 
+SQLITE_DIRECTORY_IS_TEMPORARY = not os.environ.get("LATER_TEST_SQLITE_DIR")
 SQLITE_DIRECTORY = Path(
     os.environ.get("LATER_TEST_SQLITE_DIR") or tempfile.mkdtemp(prefix="later-")
 )

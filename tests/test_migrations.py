@@ -51,24 +51,30 @@ def later_tables(alias: str) -> set[str]:
     return {name for name in names if name.startswith("later_")}
 
 
-def trigger_names(alias: str) -> set[str]:
+CATALOG_QUERIES = {
+    ("sqlite", "trigger"): "SELECT name FROM sqlite_master WHERE type = 'trigger'",
+    ("sqlite", "index"): "SELECT name FROM sqlite_master WHERE type = 'index'",
+    ("postgresql", "trigger"): "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal",
+    ("postgresql", "index"): (
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+    ),
+}
+
+
+def catalog_names(alias: str, kind: str) -> set[str]:
+    """Names of the triggers or indexes of the database, read from its catalog."""
     connection = connections[alias]
     with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-        else:
-            cursor.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")
+        cursor.execute(CATALOG_QUERIES[(connection.vendor, kind)])
         return {row[0] for row in cursor.fetchall()}
+
+
+def trigger_names(alias: str) -> set[str]:
+    return catalog_names(alias, "trigger")
 
 
 def index_names(alias: str) -> set[str]:
-    connection = connections[alias]
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
-        else:
-            cursor.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")
-        return {row[0] for row in cursor.fetchall()}
+    return catalog_names(alias, "index")
 
 
 def test_makemigrations_finds_nothing_to_do() -> None:
