@@ -134,18 +134,7 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         lease_until = now + lease_ms
         if self._sql.vendor == "postgresql":
             rows = self._sql.fetch_all(
-                "claim",
-                [
-                    namespace,
-                    names,
-                    now,
-                    now,
-                    batch_size,
-                    batch_size,
-                    batch_size,
-                    owner,
-                    lease_until,
-                ],
+                "claim", [namespace, names, now, batch_size, owner, lease_until]
             )
         else:
             with transaction.atomic(using=self.using):

@@ -519,3 +519,41 @@ def test_invalid_lease_arguments_are_refused(queue: SqlDeliveryQueue, namespace:
     with pytest.raises(ValueError, match=r"delay_ms.*-1"):
         queue.nack("a", [sequence], delay_ms=-1)
     assert lease_owner_of(queue.using, sequence) == "a"
+
+
+def test_the_postgres_claim_walks_the_claim_index_even_with_stale_statistics(
+    postgres_alias: str,
+) -> None:
+    """The claim function's own settings keep the ordered index walk as the plan.
+
+    A burst of 20,000 messages into a table with no statistics yet (as after
+    the test flush's TRUNCATE, or a fresh install before autovacuum's first
+    ANALYZE) makes the planner expect a handful of rows: without the function's
+    settings it picks a bitmap scan that sorts every ready message on each claim.
+    """
+    queue = SqlDeliveryQueue(postgres_alias)
+    with connections[postgres_alias].cursor() as cursor:
+        cursor.execute("SELECT proconfig FROM pg_proc WHERE proname = 'later_claim_batch'")
+        (function_settings,) = cursor.fetchone()
+    assert sorted(function_settings) == ["enable_bitmapscan=off", "enable_seqscan=off"]
+    for _ in range(20):
+        queue.publish("ns", "default", [b"m"] * 1_000)
+
+    candidates = (
+        "EXPLAIN SELECT sequence FROM later_delivery_queue "
+        "WHERE namespace = %s AND queue_name = ANY(%s) AND available_at <= %s "
+        "AND (lease_until IS NULL OR lease_until <= %s) "
+        "ORDER BY priority DESC, sequence LIMIT 16 FOR UPDATE SKIP LOCKED"
+    )
+    params = ["ns", ["default"], now_ms(), now_ms()]
+    with transaction.atomic(using=postgres_alias), connections[postgres_alias].cursor() as cursor:
+        for setting in function_settings:
+            name, value = setting.split("=")
+            cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
+        cursor.execute(candidates, params)
+        plan = "\n".join(line for (line,) in cursor.fetchall())
+    assert "Index Scan using later_delivery_queue_claim_idx" in plan, plan
+    assert "Sort" not in plan, plan
+    claimed = queue.claim("ns", ["default"], "owner", lease_ms=1_000)
+    assert [message.sequence for message in claimed] == sorted(m.sequence for m in claimed)
+    assert len(claimed) == 16

@@ -28,26 +28,11 @@ SQLITE_PUBLISH_PARAMS_PER_ROW = 5
 # The claim, in one statement on both vendors. ``candidates`` is at most one
 # batch in claim order; ``chosen`` keeps the whole batch when it is full and
 # only the first message otherwise, so fresh consumers share a small queue.
-# On PostgreSQL the candidates are locked with SKIP LOCKED in a CTE that the
-# UPDATE joins (``UPDATE ... WHERE sequence IN (SELECT ... FOR UPDATE SKIP
-# LOCKED)`` deadlocked between two workers; this shape did not).
-_POSTGRES_CLAIM = f"""
-WITH candidates AS (
-    SELECT sequence, priority FROM later_delivery_queue
-    WHERE namespace = %s AND queue_name = ANY(%s) AND available_at <= %s
-      AND (lease_until IS NULL OR lease_until <= %s)
-    ORDER BY priority DESC, sequence
-    LIMIT %s
-    FOR UPDATE SKIP LOCKED
-), chosen AS (
-    SELECT sequence FROM candidates
-    ORDER BY priority DESC, sequence
-    LIMIT CASE WHEN (SELECT count(*) FROM candidates) >= %s THEN %s ELSE 1 END
-)
-UPDATE later_delivery_queue AS q SET lease_owner = %s, lease_until = %s
-FROM chosen WHERE q.sequence = chosen.sequence
-RETURNING {", ".join(f"q.{column}" for column in _COLUMNS.split(", "))}
-"""
+# On PostgreSQL the statement lives in the function ``later_claim_batch``
+# (migration 0003), which pins the plan to the ordered walk of the claim index
+# whatever the table statistics say; its parameters are namespace, queue
+# names, now, batch size, owner, lease_until.
+_POSTGRES_CLAIM = f"SELECT {_COLUMNS} FROM later_claim_batch(%s, %s, %s, %s, %s, %s)"
 
 # SQLite runs it inside BEGIN IMMEDIATE: one writer at a time, so no row locks.
 _SQLITE_CLAIM = f"""

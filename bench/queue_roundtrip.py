@@ -1,0 +1,149 @@
+"""Delivery-queue round trips: how fast consumers can claim and ack, with no job work.
+
+Publishes ``LATER_BENCH_MESSAGES`` (default 20,000) messages in batches of 1,000
+(``publish_per_s``), then starts ``--consumers`` processes (default 2) that each
+claim batches of 16 and ack them until the queue is empty (``drain_per_s``, wall
+time from the consumers' start to the last ack). This bounds what the job worker
+can reach: every job costs at least one claim and one ack. One JSON line per
+figure with keys ``scenario``, ``db``, ``value``, ``unit``.
+
+    .venv/bin/python bench/queue_roundtrip.py --db sqlite
+    .venv/bin/python bench/queue_roundtrip.py --db postgres --consumers 2
+
+PostgreSQL comes from ``LATER_BENCH_DATABASE_URL`` (default
+``postgres://root@127.0.0.1:5432/later_bench``, created when missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+NAMESPACE = "bench"
+QUEUE = "default"
+PUBLISH_BATCH = 1_000
+
+
+def configure(db: str, sqlite_path: str, migrate: bool) -> None:
+    import django
+    from django.conf import settings
+
+    if db == "sqlite":
+        database = {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": sqlite_path,
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+            },
+        }
+    else:
+        import dj_database_url
+
+        from bench.stage_counts import ensure_postgres_database
+
+        url = os.environ.get(
+            "LATER_BENCH_DATABASE_URL", "postgres://root@127.0.0.1:5432/later_bench"
+        )
+        database = dj_database_url.parse(url)
+        if migrate:
+            ensure_postgres_database(database)
+    settings.configure(
+        INSTALLED_APPS=["later_django", "django.contrib.contenttypes", "django.contrib.auth"],
+        DATABASES={"default": database},
+        USE_TZ=True,
+    )
+    django.setup()
+    if migrate:
+        from django.core.management import call_command
+
+        call_command("migrate", "later_django", "zero", verbosity=0)
+        call_command("migrate", "later_django", verbosity=0)
+
+
+def consume(owner: str) -> int:
+    """Claims and acks until a claim comes back empty twice; returns messages acked."""
+    from later_django.storage.queue import SqlDeliveryQueue
+
+    queue = SqlDeliveryQueue("default")
+    acked, empty = 0, 0
+    while empty < 2:
+        batch = queue.claim(NAMESPACE, [QUEUE], owner, lease_ms=30_000)
+        if not batch:
+            empty += 1
+            time.sleep(0.01)
+            continue
+        empty = 0
+        acked += queue.ack(owner, [message.sequence for message in batch])
+    return acked
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--consumers", type=int, default=2)
+    parser.add_argument("--consumer", help=argparse.SUPPRESS)
+    parser.add_argument("--sqlite-path", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.consumer:
+        configure(args.db, args.sqlite_path, migrate=False)
+        print(consume(args.consumer), flush=True)
+        return
+
+    messages = int(os.environ.get("LATER_BENCH_MESSAGES", "20000"))
+    with tempfile.TemporaryDirectory(prefix="later-bench-") as directory:
+        sqlite_path = str(Path(directory) / "queue.sqlite3")
+        configure(args.db, sqlite_path, migrate=True)
+        from later_django.storage.queue import SqlDeliveryQueue
+
+        queue = SqlDeliveryQueue("default")
+        started = time.perf_counter()
+        for start in range(0, messages, PUBLISH_BATCH):
+            count = min(PUBLISH_BATCH, messages - start)
+            queue.publish(NAMESPACE, QUEUE, [b"\x81\xa1c\xa3job"] * count)
+        publish_s = time.perf_counter() - started
+
+        command = [sys.executable, __file__, "--db", args.db, "--sqlite-path", sqlite_path]
+        started = time.perf_counter()
+        consumers = [
+            subprocess.Popen([*command, "--consumer", f"consumer-{n}"], stdout=subprocess.PIPE)
+            for n in range(args.consumers)
+        ]
+        acked = [int(process.communicate()[0]) for process in consumers]
+        # The consumers wait out two empty claims (~20 ms) before they stop.
+        drain_s = time.perf_counter() - started
+        if sum(acked) != messages:
+            raise SystemExit(f"acked {sum(acked)} of {messages} messages")
+        for scenario, value, unit in (
+            ("publish", messages / publish_s, "messages/s"),
+            ("claim_ack_drain", messages / drain_s, "messages/s"),
+        ):
+            print(
+                json.dumps(
+                    {
+                        "scenario": scenario,
+                        "db": args.db,
+                        "value": round(value),
+                        "unit": unit,
+                        "messages": messages,
+                        "consumers": args.consumers,
+                        "per_consumer": acked if scenario != "publish" else None,
+                    }
+                ),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
