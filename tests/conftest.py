@@ -13,6 +13,8 @@ import pytest
 from django.conf import settings
 
 ALIASES = {"sqlite": "default", "postgres": "postgres"}
+#: Which database each test ran on (node id -> "sqlite"/"postgres"), for the summary.
+DATABASE_OF_TEST: dict[str, str] = {}
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -29,9 +31,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     counts = {name: {"passed": 0, "failed": 0, "skipped": 0} for name in ALIASES}
     for outcome in ("passed", "failed", "skipped", "error"):
         for report in terminalreporter.stats.get(outcome, []):
-            for name in ALIASES:
-                if f"[{name}" in getattr(report, "nodeid", ""):
-                    counts[name]["failed" if outcome == "error" else outcome] += 1
+            name = DATABASE_OF_TEST.get(getattr(report, "nodeid", ""))
+            if name is not None and getattr(report, "when", "call") in ("call", "setup"):
+                if outcome == "passed" and report.when != "call":
+                    continue
+                counts[name]["failed" if outcome == "error" else outcome] += 1
     summary = "; ".join(
         f"{name}: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
         for name, c in counts.items()
@@ -49,6 +53,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def db_alias(request: pytest.FixtureRequest) -> str:
     """The database alias of this case: ``default`` (SQLite) or ``postgres``."""
     alias = ALIASES[request.param]
+    DATABASE_OF_TEST[request.node.nodeid] = request.param
     if alias not in settings.DATABASES:
         pytest.skip(f"PostgreSQL unreachable: {settings.POSTGRES_PROBLEM}")
     if request.node.get_closest_marker("django_db"):
@@ -73,6 +78,7 @@ def clear_counters(alias: str) -> None:
 @pytest.fixture
 def sqlite_alias(request: pytest.FixtureRequest) -> str:
     """The SQLite alias, for behaviour that exists only on SQLite (WAL, VACUUM)."""
+    DATABASE_OF_TEST[request.node.nodeid] = "sqlite"
     if request.node.get_closest_marker("django_db"):
         clear_counters("default")
     return "default"
@@ -81,6 +87,7 @@ def sqlite_alias(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def postgres_alias(request: pytest.FixtureRequest) -> str:
     """The PostgreSQL alias, for behaviour that exists only there (skipped if unreachable)."""
+    DATABASE_OF_TEST[request.node.nodeid] = "postgres"
     if "postgres" not in settings.DATABASES:
         pytest.skip(f"PostgreSQL unreachable: {settings.POSTGRES_PROBLEM}")
     if request.node.get_closest_marker("django_db"):
