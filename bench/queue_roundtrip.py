@@ -25,50 +25,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.django_setup import configure_django
 
 NAMESPACE = "bench"
 QUEUE = "default"
 PUBLISH_BATCH = 1_000
-
-
-def configure(db: str, sqlite_path: str, migrate: bool) -> None:
-    import django
-    from django.conf import settings
-
-    if db == "sqlite":
-        database = {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": sqlite_path,
-            "OPTIONS": {
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 30,
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
-            },
-        }
-    else:
-        import dj_database_url
-
-        from bench.stage_counts import ensure_postgres_database
-
-        url = os.environ.get(
-            "LATER_BENCH_DATABASE_URL", "postgres://root@127.0.0.1:5432/later_bench"
-        )
-        database = dj_database_url.parse(url)
-        if migrate:
-            ensure_postgres_database(database)
-    settings.configure(
-        INSTALLED_APPS=["later_django", "django.contrib.contenttypes", "django.contrib.auth"],
-        DATABASES={"default": database},
-        USE_TZ=True,
-    )
-    django.setup()
-    if migrate:
-        from django.core.management import call_command
-
-        call_command("migrate", "later_django", "zero", verbosity=0)
-        call_command("migrate", "later_django", verbosity=0)
 
 
 def consume(owner: str) -> int:
@@ -97,14 +60,14 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.consumer:
-        configure(args.db, args.sqlite_path, migrate=False)
+        configure_django(args.db, args.sqlite_path, rebuild_tables=False)
         print(consume(args.consumer), flush=True)
         return
 
     messages = int(os.environ.get("LATER_BENCH_MESSAGES", "20000"))
     with tempfile.TemporaryDirectory(prefix="later-bench-") as directory:
         sqlite_path = str(Path(directory) / "queue.sqlite3")
-        configure(args.db, sqlite_path, migrate=True)
+        configure_django(args.db, sqlite_path, rebuild_tables=True)
         from later_django.storage.queue import SqlDeliveryQueue
 
         queue = SqlDeliveryQueue("default")

@@ -32,8 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.django_setup import configure_django
 
 READS = 7
 NAMESPACE = "bench"
@@ -55,60 +56,6 @@ SEED = {
         "FROM generate_series(1, %s) AS i"
     ),
 }
-
-
-def configure(db: str, sqlite_dir: Path) -> None:
-    """Configures Django for one database and (re)creates later_django's tables in it."""
-    import django
-    from django.conf import settings
-
-    if db == "sqlite":
-        database = {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(sqlite_dir / "bench.sqlite3"),
-            "OPTIONS": {
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 30,
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
-            },
-        }
-    else:
-        import dj_database_url
-
-        url = os.environ.get(
-            "LATER_BENCH_DATABASE_URL", "postgres://root@127.0.0.1:5432/later_bench"
-        )
-        database = dj_database_url.parse(url)
-        ensure_postgres_database(database)
-    settings.configure(
-        INSTALLED_APPS=["later_django", "django.contrib.contenttypes", "django.contrib.auth"],
-        DATABASES={"default": database},
-        USE_TZ=True,
-        LATER={"NAMESPACE": NAMESPACE},
-    )
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", "later_django", "zero", verbosity=0)
-    call_command("migrate", "later_django", verbosity=0)
-
-
-def ensure_postgres_database(database: dict) -> None:
-    import psycopg
-
-    with psycopg.connect(
-        host=database.get("HOST") or None,
-        port=database.get("PORT") or None,
-        user=database.get("USER") or None,
-        password=database.get("PASSWORD") or None,
-        dbname="postgres",
-        autocommit=True,
-    ) as admin:
-        exists = admin.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", [database["NAME"]]
-        ).fetchone()
-        if not exists:
-            admin.execute(f'CREATE DATABASE "{database["NAME"]}"')
 
 
 def median_ms(action, reads: int = READS) -> tuple[float, object]:
@@ -174,7 +121,7 @@ def main() -> None:
             subprocess.run([sys.executable, __file__, "--db", db], check=True)
         return
     with tempfile.TemporaryDirectory(prefix="later-bench-") as directory:
-        configure(args.db, Path(directory))
+        configure_django(args.db, str(Path(directory) / "bench.sqlite3"), rebuild_tables=True)
         print(json.dumps(run(args.db, rows)), flush=True)
 
 
