@@ -18,12 +18,11 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# The whole suite, once: every storage test is parametrized over SQLite and
-# PostgreSQL, and the header printed by tests/conftest.py names both databases.
-test: venv
+# Lint, then the whole suite once: every storage test is parametrized over SQLite
+# and PostgreSQL; tests/conftest.py prints both databases in the header and the
+# cases run on each at the end (pytest's own summary stays the last line).
+test: lint
 	$(PY) -m pytest
-	$(PY) -m ruff check $(SRC)
-	$(PY) -m ruff format --check $(SRC)
 
 lint: venv
 	$(PY) -m ruff check $(SRC)
