@@ -60,8 +60,15 @@ class Storage(ABC):
         """The unexpired values of ``keys`` in one round trip; absent keys are left out."""
 
     @abstractmethod
-    def apply(self, operations: Sequence[StorageOperation]) -> None:
-        """Applies every operation atomically: all become visible, or none do."""
+    def apply(self, operations: Sequence[StorageOperation], *, savepoint: bool = True) -> None:
+        """Applies every operation atomically: all become visible, or none do.
+
+        Inside a caller's transaction it uses a savepoint, so a failure rolls back
+        only this batch and the caller may go on. A caller that owns the
+        transaction and would abandon it on any failure (the worker) passes
+        ``savepoint=False`` to save the two round trips: a failure then marks the
+        whole transaction for rollback, which is still all-or-nothing.
+        """
 
     @abstractmethod
     def range_page(
@@ -163,8 +170,11 @@ class Storage(ABC):
         operations: Sequence[StorageOperation],
         namespace: str,
         changes: Sequence[JobIndexChange],
+        *,
+        savepoint: bool = True,
     ) -> None:
-        """``apply`` and the index changes in one transaction."""
+        """``apply`` and the index changes in one transaction (``savepoint`` as for
+        ``apply``)."""
 
     @abstractmethod
     def job_index_stage_counts(self, namespace: str) -> dict[str, int]:

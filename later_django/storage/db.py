@@ -8,9 +8,10 @@ SQLite and PostgreSQL). Nothing here builds SQL from values.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 Params = Sequence[Any] | None
@@ -73,10 +74,54 @@ class SqlRunner:
             cursor.execute(self.sql(name), params)
             return cursor.fetchone()
 
-    def execute_many(self, name: str, param_rows: Sequence[Sequence[Any]]) -> None:
-        if param_rows:
-            with self.connection.cursor() as cursor:
-                cursor.executemany(self.sql(name), param_rows)
+    def execute_values(
+        self, name: str, param_rows: Sequence[Sequence[Any]], *, returning: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """Runs the batched statement ``name`` (with a ``{values}`` marker and a
+        placeholder group named ``<name>_values``) for ``param_rows``.
+
+        One statement, or one per chunk when the rows would exceed the database's
+        bound-variable limit, all in one transaction (a savepoint inside the
+        caller's). With ``returning`` the rows the statements return are collected.
+        """
+        if not param_rows:
+            return []
+        statement, group = self.sql(name), self.sql(f"{name}_values")
+        params_per_row = group.count("%s")
+        max_params = self.connection.features.max_query_params or 999
+        per_statement = max(1, max_params // params_per_row)
+        chunks = [
+            param_rows[start : start + per_statement]
+            for start in range(0, len(param_rows), per_statement)
+        ]
+        returned: list[tuple[Any, ...]] = []
+        with (
+            transaction.atomic(using=self.using) if len(chunks) > 1 else nullcontext(),
+            self.connection.cursor() as cursor,
+        ):
+            for chunk in chunks:
+                cursor.execute(
+                    expand_values(statement, group, len(chunk)),
+                    [value for params in chunk for value in params],
+                )
+                if returning:
+                    returned += cursor.fetchall()
+        return returned
+
+
+VALUES_MARKER = "{values}"
+
+
+def expand_values(statement: str, values_group: str, rows: int) -> str:
+    """``statement`` with its ``{values}`` marker replaced by ``rows`` copies of
+    ``values_group`` (a fixed group of ``%s`` placeholders), comma separated.
+
+    This is how SQLite, which has no array parameters, writes a batch in one
+    statement: only the number of placeholder groups varies, values are bound.
+    """
+    if rows < 1:
+        raise ValueError(f"a batched statement needs at least one row, not {rows}")
+    return statement.replace(VALUES_MARKER, ", ".join([values_group] * rows))
 
 
 def as_bytes(value: Any) -> bytes:

@@ -32,9 +32,12 @@ class DjangoStorage(KeyValueStore, UpkeepStore, JobIndexStore, Storage):
         operations: Sequence[StorageOperation],
         namespace: str,
         changes: Sequence[JobIndexChange],
+        *,
+        savepoint: bool = True,
     ) -> None:
-        """Applies ``operations`` and the index ``changes`` in one transaction (or one
-        savepoint inside the caller's): a job's record and its dashboard row commit together."""
-        with transaction.atomic(using=self.using):
-            self.apply(operations)
+        """Applies ``operations`` and the index ``changes`` in one transaction (inside
+        the caller's: one savepoint, or none with ``savepoint=False``): a job's
+        record and its dashboard row commit together."""
+        with transaction.atomic(using=self.using, savepoint=savepoint):
+            self.apply(operations, savepoint=False)
             self._apply_index_changes(namespace, changes)

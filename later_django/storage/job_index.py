@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from contextlib import nullcontext
 from typing import Any
 
 from django.db import transaction
@@ -33,7 +32,6 @@ from later_django.storage.sql.job_index import (
     QUEUE_DEPTH_LABEL,
     STATEMENTS,
     UPSERT_PARAMS_PER_ROW,
-    expand_values,
 )
 from later_django.storage.types import (
     JobIndexChange,
@@ -149,11 +147,7 @@ class JobIndexStore(AliasBound):
                     column.append(value)
             sql.execute("upsert", [namespace, *columns])
             return
-        self._execute_values(
-            "upsert",
-            [[namespace, *self._row_values(row)] for row in unique],
-            UPSERT_PARAMS_PER_ROW,
-        )
+        sql.execute_values("upsert", [[namespace, *self._row_values(row)] for row in unique])
 
     def job_index_remove(self, namespace: str, job_ids: Sequence[str]) -> None:
         """Deletes the index rows of ``job_ids`` in one statement (absent ones are ignored)."""
@@ -409,7 +403,7 @@ class JobIndexStore(AliasBound):
         if self._index_sql.vendor == "postgresql":
             self._index_sql.execute(name, [namespace, *map(list, zip(*rows, strict=True))])
         else:
-            self._execute_values(name, [[namespace, *row] for row in rows], len(rows[0]) + 1)
+            self._index_sql.execute_values(name, [[namespace, *row] for row in rows])
 
     def _recent_buckets(self, now: int) -> tuple[int, int]:
         current = minute_bucket(now)
@@ -522,26 +516,3 @@ class JobIndexStore(AliasBound):
             row.parent_job_id,
             row.date_expire_ms,
         )
-
-    def _execute_values(
-        self, name: str, param_rows: Sequence[Sequence[Any]], params_per_row: int
-    ) -> None:
-        """Runs the SQLite multi-row statement ``name`` for ``param_rows``: one
-        statement, or one per chunk when the rows exceed the bound-variable limit."""
-        sql = self._index_sql
-        statement, group = sql.sql(name), sql.sql(f"{name}_values")
-        max_params = sql.connection.features.max_query_params or 999
-        per_statement = max(1, max_params // params_per_row)
-        chunks = [
-            param_rows[start : start + per_statement]
-            for start in range(0, len(param_rows), per_statement)
-        ]
-        with (
-            transaction.atomic(using=self.using) if len(chunks) > 1 else nullcontext(),
-            sql.connection.cursor() as cursor,
-        ):
-            for chunk in chunks:
-                cursor.execute(
-                    expand_values(statement, group, len(chunk)),
-                    [value for params in chunk for value in params],
-                )

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 from django.db import transaction
@@ -87,6 +89,39 @@ def expire_at_ms(now: int, ttl_seconds: float | None) -> int | None:
     return now + round(ttl_seconds * 1000)
 
 
+@dataclass(frozen=True)
+class SetRun:
+    """Consecutive ``Set`` operations, the last one per key, in key order."""
+
+    sets: list[Set]
+
+
+@dataclass(frozen=True)
+class DeleteRun:
+    """The distinct keys of consecutive ``Delete`` operations, in key order."""
+
+    keys: list[str]
+
+
+def _batch_runs(
+    operations: Sequence[StorageOperation],
+) -> Iterator[StorageOperation | SetRun | DeleteRun]:
+    """``operations`` with each run of consecutive ``Set`` (or ``Delete``) operations
+    folded into one :class:`SetRun` (:class:`DeleteRun`).
+
+    Within a run only the last ``Set`` of a key matters (it replaces the whole
+    entry), and keys are sorted so concurrent writers lock rows in one order.
+    """
+    for kind, run in groupby(operations, key=type):
+        if kind is Set:
+            last_per_key = {operation.key: operation for operation in run}
+            yield SetRun([last_per_key[key] for key in sorted(last_per_key)])
+        elif kind is Delete:
+            yield DeleteRun(sorted({operation.key for operation in run}))
+        else:
+            yield from run
+
+
 class KeyValueStore(AliasBound):
     """The key-value and range part of the storage contract, on the alias ``using``."""
 
@@ -111,11 +146,13 @@ class KeyValueStore(AliasBound):
         rows = runner.fetch_all("get_many", [bound_keys, now_ms()])
         return {key: as_bytes(value) for key, value in rows if value is not None}
 
-    def apply(self, operations: Sequence[StorageOperation]) -> None:
+    def apply(self, operations: Sequence[StorageOperation], *, savepoint: bool = True) -> None:
         """Applies ``operations`` in order, atomically: all become visible, or none do.
 
-        Runs in one transaction, or in a savepoint when the caller is already in
-        ``transaction.atomic()`` (then the writes commit with the caller's). Every
+        Runs in one transaction, or inside the caller's ``transaction.atomic()``
+        (then the writes commit with the caller's): in a savepoint, or with
+        ``savepoint=False`` in the caller's transaction itself, which a failure
+        then marks for rollback (see :meth:`Storage.apply`). Every
         operation sees the same ``now``. An object that is not a storage operation
         raises ``TypeError`` and, like any other failure, leaves nothing written.
 
@@ -129,6 +166,10 @@ class KeyValueStore(AliasBound):
           member at the end of the range.
         * ``RangeRemove`` removes one member, ``RangeClear`` all of them, and
           ``RangeExpire`` sets the expiry of every live member.
+
+        Consecutive ``Set`` operations are written by one statement, and so are
+        consecutive ``Delete`` operations (a job batch's records cost one round
+        trip, not one per job); the effect is that of applying them in order.
         """
         if not operations:
             return
@@ -136,17 +177,20 @@ class KeyValueStore(AliasBound):
             check_operation(operation)
         runner = self._kv_sql
         now = now_ms()
-        with transaction.atomic(using=self.using), runner.connection.cursor() as cursor:
+        with (
+            transaction.atomic(using=self.using, savepoint=savepoint),
+            runner.connection.cursor() as cursor,
+        ):
 
             def run(name: str, params: Sequence[Any]) -> None:
                 cursor.execute(runner.sql(name), params)
 
-            for operation in operations:
+            for operation in _batch_runs(operations):
                 match operation:
-                    case Set(key, value, ttl_seconds):
-                        run("set", [key, value, now, expire_at_ms(now, ttl_seconds)])
-                    case Delete(key):
-                        run("delete", [key])
+                    case SetRun(sets):
+                        self._set_many(runner, sets, now)
+                    case DeleteRun(keys):
+                        run("delete_many", [self._list_param(runner, keys)])
                     case Expire(key, ttl_seconds):
                         run("expire", [expire_at_ms(now, ttl_seconds), key, now])
                     case Increment(key, by):
@@ -168,6 +212,35 @@ class KeyValueStore(AliasBound):
                             f"apply() got {operation!r}, which is not a storage operation "
                             f"(one of {_OPERATION_NAMES})"
                         )
+
+    @staticmethod
+    def _list_param(runner: SqlRunner, values: list[Any]) -> Any:
+        """One parameter for a variable list: an array (PostgreSQL) or JSON (SQLite)."""
+        return values if runner.vendor == "postgresql" else json.dumps(values)
+
+    @staticmethod
+    def _set_many(runner: SqlRunner, sets: list[Set], now: int) -> None:
+        """Upserts every ``Set`` of a run in one statement (SQLite: one per chunk of
+        its bound-variable limit)."""
+        expires = [expire_at_ms(now, operation.ttl_seconds) for operation in sets]
+        if runner.vendor == "postgresql":
+            runner.execute(
+                "set_many",
+                [
+                    now,
+                    [operation.key for operation in sets],
+                    [operation.value for operation in sets],
+                    expires,
+                ],
+            )
+        else:
+            runner.execute_values(
+                "set_many",
+                [
+                    [operation.key, operation.value, now, expire]
+                    for operation, expire in zip(sets, expires, strict=True)
+                ],
+            )
 
     def range_page(
         self,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import nullcontext
 from typing import Any
 
 from django.db import transaction
@@ -24,11 +23,7 @@ from django.db import transaction
 from later_django.clock import now_ms
 from later_django.storage.contract import DeliveryQueue
 from later_django.storage.db import AliasBound, SqlRunner, as_bytes
-from later_django.storage.sql.queue import (
-    QUEUE_SQL,
-    SQLITE_PUBLISH_PARAMS_PER_ROW,
-    sqlite_publish,
-)
+from later_django.storage.sql.queue import QUEUE_SQL
 from later_django.storage.types import INTERNAL_QUEUE_PREFIX, ClaimedMessage
 
 #: django.tasks' priority range; higher is claimed first.
@@ -89,23 +84,13 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         priority: int,
         available_at: int,
     ) -> list[int]:
-        rows_per_chunk = max(
-            1, self.connection.features.max_query_params // SQLITE_PUBLISH_PARAMS_PER_ROW
+        rows = self._sql.execute_values(
+            "publish",
+            [[namespace, queue_name, blob, priority, available_at] for blob in blobs],
+            returning=True,
         )
-        chunks = [
-            blobs[start : start + rows_per_chunk] for start in range(0, len(blobs), rows_per_chunk)
-        ]
-        sequences: list[int] = []
-        atomic = transaction.atomic(using=self.using) if len(chunks) > 1 else nullcontext()
-        with atomic, self.connection.cursor() as cursor:
-            for chunk in chunks:
-                params: list[Any] = []
-                for blob in chunk:
-                    params += [namespace, queue_name, blob, priority, available_at]
-                cursor.execute(sqlite_publish(len(chunk)), params)
-                # RETURNING order is unspecified; sequences grow in VALUES order.
-                sequences += sorted(row[0] for row in cursor.fetchall())
-        return sequences
+        # RETURNING order is unspecified; sequences grow in VALUES order.
+        return sorted(row[0] for row in rows)
 
     # --- claim ---
 

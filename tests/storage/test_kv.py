@@ -468,3 +468,35 @@ def test_an_operation_with_a_bad_key_or_value_is_refused_by_name_and_writes_noth
     with pytest.raises(error, match=named):
         store.apply([Set("written-first", b"v"), operation])
     assert store.get("written-first") is None
+
+
+def test_a_run_of_sets_is_one_statement_and_the_last_set_of_a_key_wins(db_alias: str) -> None:
+    from django.test.utils import CaptureQueriesContext
+
+    store = KeyValueStore(db_alias)
+    operations = [Set(f"job-{n:03}", b"first", ttl_seconds=60) for n in range(50)]
+    operations.append(Set("job-007", b"last"))
+    with CaptureQueriesContext(connections[db_alias]) as captured:
+        store.apply(operations)
+    writes = [q["sql"] for q in captured.captured_queries if "later_storage" in q["sql"]]
+    assert len(writes) == 1, writes
+    values = store.get_many([f"job-{n:03}" for n in range(50)])
+    assert len(values) == 50
+    assert values["job-007"] == b"last"
+    assert values["job-008"] == b"first"
+
+
+def test_runs_of_sets_and_deletes_keep_the_order_of_the_operations(db_alias: str) -> None:
+    store = KeyValueStore(db_alias)
+    store.apply([Set("a", b"1"), Set("b", b"1"), Set("c", b"1")])
+    store.apply(
+        [
+            Delete("a"),
+            Delete("b"),
+            Set("b", b"again"),
+            Expire("c", 0),
+            Set("c", b"renewed"),
+            Delete("d"),
+        ]
+    )
+    assert store.get_many(["a", "b", "c", "d"]) == {"b": b"again", "c": b"renewed"}

@@ -9,7 +9,7 @@ Batched writes differ per vendor:
 * PostgreSQL binds one array per column and inserts ``FROM unnest(...)``, so a
   batch of any size is one statement with one fixed text;
 * SQLite has no arrays: its batched statements carry a ``{values}`` marker that
-  :func:`expand_values` replaces with the statement's ``*_values`` group of
+  :func:`~later_django.storage.db.expand_values` replaces with the statement's ``*_values`` group of
   placeholders repeated once per row (values are still bound, never written).
 
 Prefix ranges on PostgreSQL compare with ``COLLATE "C"``: a half-open range
@@ -293,11 +293,3 @@ STATEMENTS = Statements(
         ),
     },
 )
-
-
-def expand_values(statement: str, values_group: str, rows: int) -> str:
-    """``statement`` with its ``{values}`` marker replaced by ``rows`` copies of
-    ``values_group`` (a fixed group of ``%s`` placeholders), comma separated."""
-    if rows < 1:
-        raise ValueError("a batched statement needs at least one row")
-    return statement.replace("{values}", ", ".join([values_group] * rows))

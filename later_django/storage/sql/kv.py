@@ -25,16 +25,6 @@ OLDEST_FIRST_START = 0
 _COMMON = {
     # (key, now)
     "get": "SELECT value FROM later_storage WHERE key = %s AND " + _LIVE,
-    # (key, value, now, date_expire). Replaces the whole entry, counter included.
-    "set": (
-        "INSERT INTO later_storage "
-        "(key, value, counter_value, date_created, date_updated, date_expire) "
-        "VALUES (%s, %s, NULL, %s, NULL, %s) "
-        "ON CONFLICT (key) DO UPDATE SET value = excluded.value, counter_value = NULL, "
-        "date_updated = excluded.date_created, date_expire = excluded.date_expire"
-    ),
-    # (key)
-    "delete": "DELETE FROM later_storage WHERE key = %s",
     # (date_expire, key, now): only a live row takes the new expiry.
     "expire": "UPDATE later_storage SET date_expire = %s WHERE key = %s AND " + _LIVE,
     # (key, by, now, now, now, now). An expired row counts as absent: the
@@ -103,9 +93,25 @@ _COMMON = {
     "range_count": "SELECT COUNT(*) FROM later_storage_range WHERE range_key = %s AND " + _LIVE,
 }
 
+# A run of Sets replaces whole entries, counters included; the batch holds
+# each key once (ON CONFLICT may not touch a row twice in one statement).
+_SET_CONFLICT = (
+    " ON CONFLICT (key) DO UPDATE SET value = excluded.value, counter_value = NULL,"
+    " date_updated = excluded.date_created, date_expire = excluded.date_expire"
+)
+_SET_INTO = (
+    "INSERT INTO later_storage "
+    "(key, value, counter_value, date_created, date_updated, date_expire) "
+)
+
 STATEMENTS = Statements(
     _COMMON,
     sqlite={
+        # rows of (key, value, now, date_expire)
+        "set_many": _SET_INTO + "VALUES {values}" + _SET_CONFLICT,
+        "set_many_values": "(%s, %s, NULL, %s, NULL, %s)",
+        # (JSON array of keys)
+        "delete_many": "DELETE FROM later_storage WHERE key IN (SELECT value FROM json_each(%s))",
         # (JSON array of keys, now)
         "get_many": (
             "SELECT key, value FROM later_storage "
@@ -113,6 +119,14 @@ STATEMENTS = Statements(
         ),
     },
     postgresql={
+        # (now, keys[], values[], date_expires[]), rows in key order
+        "set_many": (
+            _SET_INTO + "SELECT batch.key, batch.value, NULL, %s, NULL, batch.date_expire "
+            "FROM unnest(%s::varchar[], %s::bytea[], %s::bigint[]) "
+            "AS batch(key, value, date_expire) ORDER BY batch.key" + _SET_CONFLICT
+        ),
+        # (array of keys)
+        "delete_many": "DELETE FROM later_storage WHERE key = ANY(%s)",
         # (array of keys, now)
         "get_many": "SELECT key, value FROM later_storage WHERE key = ANY(%s) AND " + _LIVE,
     },

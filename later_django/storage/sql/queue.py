@@ -12,8 +12,6 @@ The claim index ``later_delivery_queue_claim_idx`` is walked in claim order
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from later_django.storage.db import Statements
 
 _COLUMNS = "sequence, queue_name, payload, priority, available_at, lease_owner, lease_until"
@@ -21,9 +19,6 @@ _COLUMNS = "sequence, queue_name, payload, priority, available_at, lease_owner, 
 _INSERT_INTO = (
     "INSERT INTO later_delivery_queue (namespace, queue_name, payload, priority, available_at) "
 )
-_SQLITE_PUBLISH_ROW = "(%s, %s, %s, %s, %s)"
-#: Bound variables per row of :func:`sqlite_publish`.
-SQLITE_PUBLISH_PARAMS_PER_ROW = 5
 
 # The claim, in one statement on both vendors. ``candidates`` is at most one
 # batch in claim order; ``chosen`` keeps the whole batch when it is full and
@@ -66,6 +61,10 @@ QUEUE_SQL = Statements(
         ),
     },
     sqlite={
+        # SQLite has no array parameter: the batch is a VALUES list whose length
+        # is the only thing that varies (see SqlRunner.execute_values).
+        "publish": _INSERT_INTO + "VALUES {values} RETURNING sequence",
+        "publish_values": "(%s, %s, %s, %s, %s)",
         "claim": _SQLITE_CLAIM,
         "renew": (
             "UPDATE later_delivery_queue SET lease_until = %s "
@@ -103,18 +102,3 @@ QUEUE_SQL = Statements(
         ),
     },
 )
-
-
-@lru_cache(maxsize=64)
-def sqlite_publish(rows: int) -> str:
-    """SQLite's multi-row publish of ``rows`` messages (placeholders only, no values).
-
-    Each row binds ``namespace, queue_name, payload, priority, available_at``.
-    SQLite has no array parameter and 3.40 has no ``unhex``, so the batch is a
-    ``VALUES`` list whose length is the only thing that varies.
-    """
-    if rows < 1:
-        raise ValueError(f"a publish statement needs at least one row, not {rows}")
-    return (
-        _INSERT_INTO + "VALUES " + ", ".join([_SQLITE_PUBLISH_ROW] * rows) + " RETURNING sequence"
-    )
