@@ -500,3 +500,29 @@ def test_runs_of_sets_and_deletes_keep_the_order_of_the_operations(db_alias: str
         ]
     )
     assert store.get_many(["a", "b", "c", "d"]) == {"b": b"again", "c": b"renewed"}
+
+
+def test_apply_without_a_savepoint_dooms_the_callers_transaction_on_failure(
+    db_alias: str,
+) -> None:
+    store = KeyValueStore(db_alias)
+    with pytest.raises(transaction.TransactionManagementError), transaction.atomic(using=db_alias):
+        store.apply([Set("outer", b"1")], savepoint=False)
+        with pytest.raises(DATABASE_FAILURE):
+            store.apply([Set("inner", b"2"), OVERFLOWING_INCREMENT], savepoint=False)
+        # Without a savepoint the transaction cannot go on: nothing of it commits.
+        store.apply([Set("after", b"3")], savepoint=False)
+    assert store.get_many(["outer", "inner", "after"]) == {}
+
+
+def test_apply_without_a_savepoint_commits_with_the_callers_transaction(db_alias: str) -> None:
+    from django.test.utils import CaptureQueriesContext
+
+    store = KeyValueStore(db_alias)
+    with (
+        CaptureQueriesContext(connections[db_alias]) as captured,
+        transaction.atomic(using=db_alias),
+    ):
+        store.apply([Set("a", b"1"), Set("b", b"2")], savepoint=False)
+    assert not [q for q in captured.captured_queries if "SAVEPOINT" in q["sql"].upper()]
+    assert store.get_many(["a", "b"]) == {"a": b"1", "b": b"2"}
