@@ -29,7 +29,6 @@ class LaterSettings:
         default_factory=lambda: dict(DEFAULT_RETENTION_SECONDS)
     )
     vacuum_interval_seconds: float | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
 
 
 def setting_problems(raw: Any) -> list[tuple[str, str]]:
@@ -104,5 +103,4 @@ def later_settings() -> LaterSettings:
         database=raw.get("DATABASE", "default"),
         retention_seconds=retention,
         vacuum_interval_seconds=raw.get("VACUUM_INTERVAL"),
-        raw=dict(raw),
     )

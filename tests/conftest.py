@@ -52,8 +52,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture(params=list(ALIASES))
 def db_alias(request: pytest.FixtureRequest) -> str:
     """The database alias of this case: ``default`` (SQLite) or ``postgres``."""
-    alias = ALIASES[request.param]
-    DATABASE_OF_TEST[request.node.nodeid] = request.param
+    return use_database(request, request.param)
+
+
+def use_database(request: pytest.FixtureRequest, name: str) -> str:
+    """The alias of database ``name`` for this test: records it for the summary,
+    skips when PostgreSQL is unreachable, and starts the test with empty counters."""
+    DATABASE_OF_TEST[request.node.nodeid] = name
+    alias = ALIASES[name]
     if alias not in settings.DATABASES:
         pytest.skip(f"PostgreSQL unreachable: {settings.POSTGRES_PROBLEM}")
     if request.node.get_closest_marker("django_db"):
@@ -78,21 +84,13 @@ def clear_counters(alias: str) -> None:
 @pytest.fixture
 def sqlite_alias(request: pytest.FixtureRequest) -> str:
     """The SQLite alias, for behaviour that exists only on SQLite (WAL, VACUUM)."""
-    DATABASE_OF_TEST[request.node.nodeid] = "sqlite"
-    if request.node.get_closest_marker("django_db"):
-        clear_counters("default")
-    return "default"
+    return use_database(request, "sqlite")
 
 
 @pytest.fixture
 def postgres_alias(request: pytest.FixtureRequest) -> str:
     """The PostgreSQL alias, for behaviour that exists only there (skipped if unreachable)."""
-    DATABASE_OF_TEST[request.node.nodeid] = "postgres"
-    if "postgres" not in settings.DATABASES:
-        pytest.skip(f"PostgreSQL unreachable: {settings.POSTGRES_PROBLEM}")
-    if request.node.get_closest_marker("django_db"):
-        clear_counters("postgres")
-    return "postgres"
+    return use_database(request, "postgres")
 
 
 @pytest.fixture

@@ -33,8 +33,6 @@ from later_django.storage.types import (
     WalCheckpoint,
 )
 
-#: The throughput and wait panels sum the current and the previous minute bucket.
-RECENT_WINDOW_SECONDS = 60
 #: Metric buckets older than this many minutes are swept.
 METRIC_RETENTION_MINUTES = 5
 #: Queue-length readings are kept one week.

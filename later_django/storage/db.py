@@ -7,6 +7,7 @@ SQLite and PostgreSQL). Nothing here builds SQL from values.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
@@ -63,6 +64,11 @@ class SqlRunner:
         with self.connection.cursor() as cursor:
             cursor.execute(self.sql(name), params)
             return cursor.rowcount
+
+    def list_param(self, values: Sequence[Any]) -> Any:
+        """One bound parameter for a variable-length list: an array on PostgreSQL
+        (read with ``= ANY(%s)``), a JSON array on SQLite (read with ``json_each(%s)``)."""
+        return list(values) if self.vendor == "postgresql" else json.dumps(list(values))
 
     def fetch_all(self, name: str, params: Params = None) -> list[tuple[Any, ...]]:
         with self.connection.cursor() as cursor:

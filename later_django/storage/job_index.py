@@ -13,7 +13,6 @@ Every method runs on the connection of ``self.using``: inside the caller's
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -31,7 +30,6 @@ from later_django.storage.db import AliasBound, SqlRunner, as_bytes
 from later_django.storage.sql.job_index import (
     QUEUE_DEPTH_LABEL,
     STATEMENTS,
-    UPSERT_PARAMS_PER_ROW,
 )
 from later_django.storage.types import (
     JobIndexChange,
@@ -141,11 +139,9 @@ class JobIndexStore(AliasBound):
             return
         sql = self._index_sql
         if sql.vendor == "postgresql":
-            columns: list[list[Any]] = [[] for _ in range(UPSERT_PARAMS_PER_ROW - 1)]
-            for row in unique:
-                for column, value in zip(columns, self._row_values(row), strict=True):
-                    column.append(value)
-            sql.execute("upsert", [namespace, *columns])
+            # One array per column: the rows transposed.
+            columns = zip(*map(self._row_values, unique), strict=True)
+            sql.execute("upsert", [namespace, *map(list, columns)])
             return
         sql.execute_values("upsert", [[namespace, *self._row_values(row)] for row in unique])
 
@@ -155,8 +151,7 @@ class JobIndexStore(AliasBound):
         if not unique:
             return
         sql = self._index_sql
-        ids: Any = unique if sql.vendor == "postgresql" else json.dumps(unique)
-        sql.execute("remove", [namespace, ids])
+        sql.execute("remove", [namespace, sql.list_param(unique)])
 
     def _apply_index_changes(self, namespace: str, changes: Sequence[JobIndexChange]) -> None:
         """Applies ``changes`` as if one after another, in at most two statements.

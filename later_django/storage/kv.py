@@ -9,7 +9,6 @@ and is deleted later by :meth:`UpkeepStore.sweep_expired
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -142,8 +141,7 @@ class KeyValueStore(AliasBound):
         if not keys:
             return {}
         runner = self._kv_sql
-        bound_keys: Any = json.dumps(keys) if runner.vendor == "sqlite" else keys
-        rows = runner.fetch_all("get_many", [bound_keys, now_ms()])
+        rows = runner.fetch_all("get_many", [runner.list_param(keys), now_ms()])
         return {key: as_bytes(value) for key, value in rows if value is not None}
 
     def apply(self, operations: Sequence[StorageOperation], *, savepoint: bool = True) -> None:
@@ -190,7 +188,7 @@ class KeyValueStore(AliasBound):
                     case SetRun(sets):
                         self._set_many(runner, sets, now)
                     case DeleteRun(keys):
-                        run("delete_many", [self._list_param(runner, keys)])
+                        run("delete_many", [runner.list_param(keys)])
                     case Expire(key, ttl_seconds):
                         run("expire", [expire_at_ms(now, ttl_seconds), key, now])
                     case Increment(key, by):
@@ -212,11 +210,6 @@ class KeyValueStore(AliasBound):
                             f"apply() got {operation!r}, which is not a storage operation "
                             f"(one of {_OPERATION_NAMES})"
                         )
-
-    @staticmethod
-    def _list_param(runner: SqlRunner, values: list[Any]) -> Any:
-        """One parameter for a variable list: an array (PostgreSQL) or JSON (SQLite)."""
-        return values if runner.vendor == "postgresql" else json.dumps(values)
 
     @staticmethod
     def _set_many(runner: SqlRunner, sets: list[Set], now: int) -> None:

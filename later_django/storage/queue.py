@@ -14,7 +14,6 @@ migration ``0002``) and :meth:`SqlDeliveryQueue.depth` sums its shards.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -127,7 +126,7 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
                     "claim",
                     [
                         namespace,
-                        json.dumps(names),
+                        self._sql.list_param(names),
                         now,
                         now,
                         batch_size,
@@ -152,7 +151,9 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         wanted = _sequences(sequences)
         if not wanted:
             return []
-        rows = self._sql.fetch_all("renew", [now_ms() + lease_ms, owner, self._list_param(wanted)])
+        rows = self._sql.fetch_all(
+            "renew", [now_ms() + lease_ms, owner, self._sql.list_param(wanted)]
+        )
         return sorted(row[0] for row in rows)
 
     def ack(self, owner: str, sequences: Sequence[int]) -> int:
@@ -161,7 +162,7 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         wanted = _sequences(sequences)
         if not wanted:
             return 0
-        return self._sql.execute("ack", [owner, self._list_param(wanted)])
+        return self._sql.execute("ack", [owner, self._sql.list_param(wanted)])
 
     def nack(self, owner: str, sequences: Sequence[int], delay_ms: int = 0) -> int:
         """Hands the messages ``owner`` still leases back, ready again at now + ``delay_ms``;
@@ -171,7 +172,7 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         wanted = _sequences(sequences)
         if not wanted:
             return 0
-        return self._sql.execute("nack", [now_ms() + delay_ms, owner, self._list_param(wanted)])
+        return self._sql.execute("nack", [now_ms() + delay_ms, owner, self._sql.list_param(wanted)])
 
     # --- depth ---
 
@@ -192,10 +193,6 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
             row = self._sql.fetch_one("depth_of_queue", [namespace, queue_name])
         # PostgreSQL sums bigint into numeric; a negative total cannot be a depth.
         return max(0, int(row[0])) if row else 0
-
-    def _list_param(self, values: list[Any]) -> Any:
-        """One parameter for a variable list: an array (PostgreSQL) or JSON (SQLite)."""
-        return values if self._sql.vendor == "postgresql" else json.dumps(values)
 
 
 def _claimed_message(row: Sequence[Any]) -> ClaimedMessage:

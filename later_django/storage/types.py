@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 LIVE_STAGES: tuple[str, ...] = ("delayed", "waiting", "enqueued", "running", "requeued")
 #: Stages that carry ``date_expire``; counted from the index with the expiry filter.
 FINISHED_STAGES: tuple[str, ...] = ("success", "failed")
-ALL_STAGES: tuple[str, ...] = LIVE_STAGES + FINISHED_STAGES
 
 #: Queue names starting with this are Later's own (partition-ready, maintenance):
 #: their messages are not jobs and do not count towards the ``enqueued`` stage.
@@ -170,9 +169,6 @@ class JobIndexMetricsBatch:
 
     transitions: list[tuple[str, int, int]] = field(default_factory=list)
     waits: list[tuple[str, int, int, int, int]] = field(default_factory=list)
-
-    def is_empty(self) -> bool:
-        return not self.transitions and not self.waits
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,6 @@ ROW_COLUMNS = (
     "job_id, payload_type, stage, stage_date_ms, revision, created_at_ms, wait_ms, "
     "wait_mode, topic, partition_id, sequence, parent_job_id, date_expire"
 )
-#: Bound parameters per row of the SQLite batched upsert (namespace + the row).
-UPSERT_PARAMS_PER_ROW = 14
 
 #: Queue names starting with this are Later's own, not job queues.
 _NOT_INTERNAL_QUEUE = (
