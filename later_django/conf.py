@@ -15,6 +15,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from later_django.engine.retry import RetryPolicy
+
 DEFAULT_NAMESPACE = "default"
 DEFAULT_RETENTION_SECONDS = {"success": 86_400, "failed": 7 * 86_400}
 
@@ -29,6 +31,7 @@ class LaterSettings:
         default_factory=lambda: dict(DEFAULT_RETENTION_SECONDS)
     )
     vacuum_interval_seconds: float | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 def setting_problems(raw: Any) -> list[tuple[str, str]]:
@@ -87,20 +90,36 @@ def setting_problems(raw: Any) -> list[tuple[str, str]]:
                 f"got {vacuum!r}.",
             )
         )
+    retry = raw.get("RETRY", {})
+    try:
+        RetryPolicy.from_mapping(retry, "LATER['RETRY']")
+    except (TypeError, ValueError) as error:
+        problems.append(("later_django.E006", f"{error}."))
     return problems
+
+
+_cache: tuple[Any, LaterSettings] | None = None
+_NO_SETTINGS: dict[str, Any] = {}
 
 
 def later_settings() -> LaterSettings:
     """Returns the validated settings; raises ``ImproperlyConfigured`` naming a bad key."""
-    raw = getattr(settings, "LATER", {}) or {}
+    global _cache
+    raw = getattr(settings, "LATER", None) or _NO_SETTINGS
+    if _cache is not None and _cache[0] is raw:
+        return _cache[1]
     problems = setting_problems(raw)
     if problems:
         raise ImproperlyConfigured("; ".join(message for _, message in problems))
     retention = dict(DEFAULT_RETENTION_SECONDS)
     retention.update(raw.get("RETENTION", {}))
-    return LaterSettings(
+    resolved = LaterSettings(
         namespace=raw.get("NAMESPACE", DEFAULT_NAMESPACE),
         database=raw.get("DATABASE", "default"),
         retention_seconds=retention,
         vacuum_interval_seconds=raw.get("VACUUM_INTERVAL"),
+        retry=RetryPolicy.from_mapping(raw.get("RETRY", {}), "LATER['RETRY']"),
     )
+    # Keyed on the settings object itself: override_settings installs a new one.
+    _cache = (raw, resolved)
+    return resolved

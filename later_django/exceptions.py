@@ -7,3 +7,11 @@ class LaterError(Exception):
 
 class RecordDecodeError(LaterError):
     """A stored record or queue message could not be decoded."""
+
+
+class ParentFailed(LaterError):
+    """Recorded as the error of a continuation whose parent failed (``on="success"``)."""
+
+
+class WorkerLost(LaterError):
+    """Recorded as the error of an attempt whose worker stopped renewing its lease."""

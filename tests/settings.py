@@ -83,3 +83,10 @@ elif os.environ.get("LATER_REQUIRE_POSTGRES"):
     )
 
 LATER = {"NAMESPACE": "default"}
+
+TASKS = {
+    "default": {
+        "BACKEND": "later_django.backend.LaterBackend",
+        "QUEUES": ["default", "emails", "reports"],
+    }
+}

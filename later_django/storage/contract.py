@@ -84,6 +84,16 @@ class Storage(ABC):
         """
 
     @abstractmethod
+    def range_members_many(self, keys: Sequence[str]) -> dict[str, list[bytes]]:
+        """Every live member of each range in ``keys`` (oldest first), one statement;
+        ranges with no live member are left out."""
+
+    @abstractmethod
+    def key_scan(self, start: str, stop: str, limit: int) -> list[str]:
+        """Up to ``limit`` live keys in ``[start, stop)``, byte order; cost follows
+        the keys returned."""
+
+    @abstractmethod
     def range_count(self, key: str) -> int:
         """The number of unexpired members of range ``key`` (a plain read, never a write)."""
 

@@ -1,11 +1,13 @@
 """``DjangoStorage``: the storage contract on a Django database connection.
 
-It is composed of three parts, each in its own module with its own named SQL:
+It is composed of four parts, each in its own module with its own named SQL:
 
 * :class:`~later_django.storage.kv.KeyValueStore` - values, ranges, ``apply``;
 * :class:`~later_django.storage.upkeep.UpkeepStore` - size, sweep, WAL, vacuum;
 * :class:`~later_django.storage.job_index.JobIndexStore` - the dashboard index,
-  its counters, metrics and queue samples.
+  its counters, metrics and queue samples;
+* :class:`~later_django.storage.execution.ExecutionStore` - execution leases of
+  running jobs and worker heartbeats.
 
 The delivery queue is a separate object,
 :class:`~later_django.storage.queue.SqlDeliveryQueue`, on the same alias.
@@ -18,13 +20,14 @@ from collections.abc import Sequence
 from django.db import transaction
 
 from later_django.storage.contract import Storage
+from later_django.storage.execution import ExecutionStore
 from later_django.storage.job_index import JobIndexStore
 from later_django.storage.kv import KeyValueStore
 from later_django.storage.types import JobIndexChange, StorageOperation
 from later_django.storage.upkeep import UpkeepStore
 
 
-class DjangoStorage(KeyValueStore, UpkeepStore, JobIndexStore, Storage):
+class DjangoStorage(KeyValueStore, UpkeepStore, JobIndexStore, ExecutionStore, Storage):
     """The :class:`Storage` contract for SQLite and PostgreSQL on the alias ``using``."""
 
     def apply_with_job_index(

@@ -144,6 +144,18 @@ class KeyValueStore(AliasBound):
         rows = runner.fetch_all("get_many", [runner.list_param(keys), now_ms()])
         return {key: as_bytes(value) for key, value in rows if value is not None}
 
+    def get_many_for_update(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """``get_many`` that also locks the rows until the transaction ends
+        (PostgreSQL ``FOR UPDATE``, in key order; on SQLite the transaction
+        already holds the database's write lock). Call it inside ``atomic()``."""
+        keys = sorted(set(keys))
+        if not keys:
+            return {}
+        runner = self._kv_sql
+        name = "get_many_for_update" if runner.vendor == "postgresql" else "get_many"
+        rows = runner.fetch_all(name, [runner.list_param(keys), now_ms()])
+        return {key: as_bytes(value) for key, value in rows if value is not None}
+
     def apply(self, operations: Sequence[StorageOperation], *, savepoint: bool = True) -> None:
         """Applies ``operations`` in order, atomically: all become visible, or none do.
 
@@ -265,6 +277,32 @@ class KeyValueStore(AliasBound):
         items = [RangeItem(cursor=sequence, value=as_bytes(value)) for sequence, value in rows]
         next_cursor = items[-1].cursor if len(items) == limit else None
         return RangePage(items=items, next_cursor=next_cursor)
+
+    def range_members_many(self, keys: Sequence[str]) -> dict[str, list[bytes]]:
+        """The unexpired members of each range in ``keys``, oldest first, in one
+        statement; ranges with no live member are left out."""
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return {}
+        runner = self._kv_sql
+        members: dict[str, list[bytes]] = {}
+        for range_key, value in runner.fetch_all(
+            "range_members_many", [runner.list_param(keys), now_ms()]
+        ):
+            members.setdefault(range_key, []).append(as_bytes(value))
+        return members
+
+    def key_scan(self, start: str, stop: str, limit: int) -> list[str]:
+        """Up to ``limit`` live keys ``k`` with ``start <= k < stop``, in byte order.
+
+        One walk of the primary key: its cost follows the keys returned, not the
+        keys that lie beyond ``stop``. Keys that embed a zero-padded number sort
+        by it, which is how the engine keeps a schedule of due times.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        rows = self._kv_sql.fetch_all("key_scan", [start, stop, now_ms(), limit])
+        return [key for (key,) in rows]
 
     def range_count(self, key: str) -> int:
         """The number of unexpired members of range ``key``: a plain read that never

@@ -52,8 +52,16 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         payloads: Sequence[bytes],
         priority: int = 0,
         available_at_ms: int | None = None,
+        *,
+        notify: str | None = None,
     ) -> list[int]:
         """Inserts one message per payload and returns their sequences, in payload order.
+
+        With ``notify`` (PostgreSQL only; ignored on SQLite) the same statement
+        calls ``pg_notify(WAKE_CHANNEL, notify)``: listeners are woken when the
+        transaction commits, and PostgreSQL folds identical notifications of one
+        transaction into one, so a transaction wakes workers once however many
+        publishes it makes.
 
         One statement for the batch (SQLite: one per chunk of its bound-variable
         limit, all in one transaction). ``available_at_ms`` defaults to now; a
@@ -69,9 +77,10 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
             now_ms() if available_at_ms is None else _int("available_at_ms", available_at_ms)
         )
         if self._sql.vendor == "postgresql":
-            rows = self._sql.fetch_all(
-                "publish", [namespace, queue_name, priority, available_at, blobs]
-            )
+            params: list[Any] = [namespace, queue_name, priority, available_at, blobs]
+            if notify is not None:
+                params.append(notify)
+            rows = self._sql.fetch_all("publish_notify" if notify else "publish", params)
             return sorted(row[0] for row in rows)
         return self._publish_sqlite(namespace, queue_name, blobs, priority, available_at)
 
@@ -140,6 +149,16 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         # Neither vendor promises RETURNING order.
         messages.sort(key=lambda message: (-message.priority, message.sequence))
         return messages
+
+    def has_ready(self, namespace: str, queue_names: Sequence[str]) -> bool:
+        """Whether a claim would find a message now: a read that takes no write lock
+        (idle SQLite workers ask this before they claim)."""
+        names = _check_queue_names(queue_names)
+        now = now_ms()
+        return (
+            self._sql.fetch_one("has_ready", [namespace, self._sql.list_param(names), now, now])
+            is not None
+        )
 
     # --- the owner's lease ---
 

@@ -91,6 +91,12 @@ _COMMON = {
     ),
     # (range_key, now)
     "range_count": "SELECT COUNT(*) FROM later_storage_range WHERE range_key = %s AND " + _LIVE,
+    # (start, stop, now, limit): a walk of the primary key between two bounds,
+    # so its cost follows the rows it returns, however many keys lie beyond.
+    "key_scan": (
+        "SELECT key FROM later_storage WHERE key >= %s AND key < %s AND " + _LIVE + " "
+        "ORDER BY key LIMIT %s"
+    ),
 }
 
 # A run of Sets replaces whole entries, counters included; the batch holds
@@ -112,6 +118,12 @@ STATEMENTS = Statements(
         "set_many_values": "(%s, %s, NULL, %s, NULL, %s)",
         # (JSON array of keys)
         "delete_many": "DELETE FROM later_storage WHERE key IN (SELECT value FROM json_each(%s))",
+        # (JSON array of range keys, now)
+        "range_members_many": (
+            "SELECT range_key, value FROM later_storage_range "
+            "WHERE range_key IN (SELECT value FROM json_each(%s)) AND " + _LIVE + " "
+            "ORDER BY range_key, sequence"
+        ),
         # (JSON array of keys, now)
         "get_many": (
             "SELECT key, value FROM later_storage "
@@ -127,6 +139,16 @@ STATEMENTS = Statements(
         ),
         # (array of keys)
         "delete_many": "DELETE FROM later_storage WHERE key = ANY(%s)",
+        # (array of range keys, now)
+        "range_members_many": (
+            "SELECT range_key, value FROM later_storage_range "
+            "WHERE range_key = ANY(%s) AND " + _LIVE + " ORDER BY range_key, sequence"
+        ),
+        # (array of keys, now)
+        "get_many_for_update": (
+            "SELECT key, value FROM later_storage WHERE key = ANY(%s) AND " + _LIVE + " "
+            "ORDER BY key FOR UPDATE"
+        ),
         # (array of keys, now)
         "get_many": "SELECT key, value FROM later_storage WHERE key = ANY(%s) AND " + _LIVE,
     },

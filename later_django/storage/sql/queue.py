@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from later_django.storage.db import Statements
 
+#: The PostgreSQL channel that wakes idle workers (``LISTEN later_django``); the
+#: payload is the namespace.
+WAKE_CHANNEL = "later_django"
+
 _COLUMNS = "sequence, queue_name, payload, priority, available_at, lease_owner, lease_until"
 
 _INSERT_INTO = (
@@ -66,6 +70,11 @@ QUEUE_SQL = Statements(
         "publish": _INSERT_INTO + "VALUES {values} RETURNING sequence",
         "publish_values": "(%s, %s, %s, %s, %s)",
         "claim": _SQLITE_CLAIM,
+        "has_ready": (
+            "SELECT 1 FROM later_delivery_queue WHERE namespace = %s "
+            "AND queue_name IN (SELECT value FROM json_each(%s)) AND available_at <= %s "
+            "AND (lease_until IS NULL OR lease_until <= %s) LIMIT 1"
+        ),
         "renew": (
             "UPDATE later_delivery_queue SET lease_until = %s "
             "WHERE lease_owner = %s AND sequence IN (SELECT value FROM json_each(%s)) "
@@ -88,6 +97,19 @@ QUEUE_SQL = Statements(
             _INSERT_INTO + "SELECT %s, %s, batch.payload, %s, %s "
             "FROM unnest(%s::bytea[]) WITH ORDINALITY AS batch(payload, position) "
             "ORDER BY batch.position RETURNING sequence"
+        ),
+        # publish's parameters, then the notification payload.
+        "publish_notify": (
+            "WITH published AS (" + _INSERT_INTO + "SELECT %s, %s, batch.payload, %s, %s "
+            "FROM unnest(%s::bytea[]) WITH ORDINALITY AS batch(payload, position) "
+            "ORDER BY batch.position RETURNING sequence) "
+            "SELECT published.sequence FROM published, "
+            "(SELECT pg_notify('" + WAKE_CHANNEL + "', %s)) AS woken"
+        ),
+        "has_ready": (
+            "SELECT 1 FROM later_delivery_queue WHERE namespace = %s "
+            "AND queue_name = ANY(%s) AND available_at <= %s "
+            "AND (lease_until IS NULL OR lease_until <= %s) LIMIT 1"
         ),
         "claim": _POSTGRES_CLAIM,
         "renew": (

@@ -1,0 +1,132 @@
+"""Putting new jobs in: one transaction for a whole batch, on the caller's connection.
+
+Inside the caller's ``transaction.atomic()`` the jobs commit or roll back with
+the caller's data and nothing reaches a worker before the commit. The
+statements are the same for one job or ten thousand: one write of the records
+(and schedule entries), one of index rows when any job needs one, and one
+publish per (queue, priority) of the batch, carrying the PostgreSQL wake-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from later_django.clock import now_ms
+from later_django.conf import later_settings
+from later_django.engine import metrics, moves, stages
+from later_django.engine.records import JobRecord, children_key, decode_record, job_key, new_job_id
+from later_django.engine.writes import JobWrites, commit
+from later_django.exceptions import LaterError
+from later_django.storage.django import DjangoStorage
+from later_django.storage.types import RangeAdd
+
+CONTINUE_ON = ("success", "finish")
+
+
+class ParentNotFound(LaterError):
+    """``continue_with`` named a parent job that does not exist (or has expired)."""
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to enqueue: its task path and JSON-compatible arguments (already checked)."""
+
+    task_path: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    queue_name: str
+    priority: int
+    backend: str
+    run_after_ms: int | None = None
+    retry: dict[str, Any] | None = None
+    parent_job_id: str | None = None
+    run_on: str | None = None
+
+
+def enqueue_jobs(jobs: Sequence[NewJob], *, using: str, namespace: str) -> list[JobRecord]:
+    """Writes ``jobs`` in one transaction and returns their records (in order).
+
+    A job with ``run_after_ms`` in the future starts ``delayed``; one with a
+    parent starts ``waiting`` (or, when the parent has already finished, is
+    enqueued at once, or fails with ``parent <id> failed`` when the parent
+    failed and ``run_on`` is ``success``); the rest start ``enqueued``.
+    Raises ``ParentNotFound`` (writing nothing) for an unknown parent.
+    """
+    if not jobs:
+        return []
+    settings = later_settings()
+    now = now_ms()
+    writes = JobWrites(namespace)
+    records: list[JobRecord] = []
+    with transaction.atomic(using=using, savepoint=False):
+        parents = _parents(jobs, using, namespace)
+        for job in jobs:
+            record = _new_record(job, namespace, now)
+            records.append(record)
+            if job.parent_job_id is None:
+                moves.place_new(writes, record, now)
+                continue
+            parent = parents[job.parent_job_id]
+            if parent.stage not in stages.FINISHED:
+                moves.place_new(writes, record, now)
+                writes.other_operations.append(
+                    RangeAdd(children_key(namespace, parent.job_id), record.job_id.encode())
+                )
+            elif parent.stage == stages.FAILED and job.run_on == "success":
+                moves.fail_waiting(writes, record, now, f"parent {parent.job_id} failed", settings)
+            else:
+                moves.make_ready(writes, record, now)
+        writes.after_commit.append(metrics.flush_if_due)
+        commit(writes, using)
+    return records
+
+
+def _new_record(job: NewJob, namespace: str, now: int) -> JobRecord:
+    if job.parent_job_id is not None:
+        stage = stages.WAITING
+    elif job.run_after_ms is not None and job.run_after_ms > now:
+        stage = stages.DELAYED
+    else:
+        stage = stages.ENQUEUED
+    return JobRecord(
+        job_id=new_job_id(),
+        namespace=namespace,
+        task_path=job.task_path,
+        args=job.args,
+        kwargs=job.kwargs,
+        queue_name=job.queue_name,
+        priority=job.priority,
+        backend=job.backend,
+        stage=stage,
+        stage_at_ms=now,
+        created_at_ms=now,
+        run_after_ms=job.run_after_ms,
+        retry=job.retry,
+        parent_job_id=job.parent_job_id,
+        run_on=job.run_on,
+    )
+
+
+def _parents(jobs: Sequence[NewJob], using: str, namespace: str) -> dict[str, JobRecord]:
+    """The parents' records, read under a row lock on PostgreSQL (SQLite holds the
+    write lock already), so a parent cannot finish between this read and the
+    child's registration: its finishing worker waits, then sees the child."""
+    parent_ids = sorted({job.parent_job_id for job in jobs if job.parent_job_id is not None})
+    if not parent_ids:
+        return {}
+    storage = DjangoStorage(using)
+    found = storage.get_many_for_update([job_key(namespace, parent) for parent in parent_ids])
+    parents: dict[str, JobRecord] = {}
+    for parent_id in parent_ids:
+        raw = found.get(job_key(namespace, parent_id))
+        if raw is None:
+            raise ParentNotFound(
+                f"parent job {parent_id!r} does not exist in namespace {namespace!r} "
+                "(or its record has expired)"
+            )
+        parents[parent_id] = decode_record(raw)
+    return parents

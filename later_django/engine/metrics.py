@@ -1,0 +1,152 @@
+"""Transition and wait metrics, folded in memory and written as one batch.
+
+Every committed stage move adds to a per-process accumulator, keyed by
+(namespace, database alias) and by minute; :func:`flush` writes what was
+gathered with one statement per metric table and empties it. Workers flush
+about once a second and when they stop; other processes (web servers that
+enqueue) flush at most once a second, from the commit that follows the
+interval, and at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from later_django.clock import minute_bucket
+from later_django.storage.types import JobIndexMetricsBatch
+
+logger = logging.getLogger("later_django.metrics")
+
+#: Flush at most this often from processes that only enqueue.
+ENQUEUE_SIDE_FLUSH_SECONDS = 1.0
+
+
+@dataclass
+class MetricsBatch:
+    """Samples gathered for one transaction: ``(stage, at_ms)`` and ``(mode, wait_ms, at_ms)``."""
+
+    transitions: list[tuple[str, int]] = field(default_factory=list)
+    waits: list[tuple[str, int, int]] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not self.transitions and not self.waits
+
+
+class MetricsAccumulator:
+    """Thread-safe per-minute sums, per (namespace, alias)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # (ns, alias) -> {(stage, minute): count}
+        self._transitions: dict[tuple[str, str], dict[tuple[str, int], int]] = defaultdict(
+            lambda: defaultdict(int)
+        )
+        # (ns, alias) -> {(mode, minute): [count, sum, max]}
+        self._waits: dict[tuple[str, str], dict[tuple[str, int], list[int]]] = defaultdict(dict)
+        self._last_flush = time.monotonic()
+
+    def add(self, namespace: str, using: str, batch: MetricsBatch) -> None:
+        with self._lock:
+            transitions = self._transitions[(namespace, using)]
+            for stage, at_ms in batch.transitions:
+                transitions[(stage, minute_bucket(at_ms))] += 1
+            waits = self._waits[(namespace, using)]
+            for mode, wait_ms, at_ms in batch.waits:
+                entry = waits.setdefault((mode, minute_bucket(at_ms)), [0, 0, 0])
+                entry[0] += 1
+                entry[1] += wait_ms
+                entry[2] = max(entry[2], wait_ms)
+
+    def take(self) -> dict[tuple[str, str], JobIndexMetricsBatch]:
+        """Empties the accumulator; returns one storage batch per (namespace, alias)."""
+        with self._lock:
+            transitions, self._transitions = (
+                self._transitions,
+                defaultdict(lambda: defaultdict(int)),
+            )
+            waits, self._waits = self._waits, defaultdict(dict)
+            self._last_flush = time.monotonic()
+        batches: dict[tuple[str, str], JobIndexMetricsBatch] = {}
+        for target in set(transitions) | set(waits):
+            batch = JobIndexMetricsBatch()
+            for (stage, minute), count in sorted(transitions.get(target, {}).items()):
+                batch.transitions.append((stage, minute * 60_000, count))
+            for (mode, minute), (count, total, longest) in sorted(waits.get(target, {}).items()):
+                batch.waits.append((mode, minute * 60_000, count, total, longest))
+            if batch.transitions or batch.waits:
+                batches[target] = batch
+        return batches
+
+    def restore(self, batches: dict[tuple[str, str], JobIndexMetricsBatch]) -> None:
+        """Puts back batches that could not be written (the database was away)."""
+        for (namespace, using), batch in batches.items():
+            self.add(
+                namespace,
+                using,
+                MetricsBatch(
+                    transitions=[
+                        (stage, at) for stage, at, count in batch.transitions for _ in range(count)
+                    ],
+                    waits=[],
+                ),
+            )
+            with self._lock:
+                waits = self._waits[(namespace, using)]
+                for mode, at, count, total, longest in batch.waits:
+                    entry = waits.setdefault((mode, minute_bucket(at)), [0, 0, 0])
+                    entry[0] += count
+                    entry[1] += total
+                    entry[2] = max(entry[2], longest)
+
+    def seconds_since_flush(self) -> float:
+        return time.monotonic() - self._last_flush
+
+
+accumulator = MetricsAccumulator()
+
+
+def flush() -> int:
+    """Writes everything gathered (one statement per metric table per target);
+    returns the number of targets written. On a database error the samples are
+    kept for the next flush and the error is raised."""
+    from later_django.storage.django import DjangoStorage
+
+    batches = accumulator.take()
+    written = 0
+    try:
+        for (namespace, using), batch in list(batches.items()):
+            DjangoStorage(using).job_index_record_metrics_batch(namespace, batch)
+            del batches[(namespace, using)]
+            written += 1
+    finally:
+        if batches:
+            accumulator.restore(batches)
+    return written
+
+
+def flush_if_due() -> None:
+    """Flushes when the last flush is older than ``ENQUEUE_SIDE_FLUSH_SECONDS``;
+    errors are logged, never raised (this runs after a caller's commit)."""
+    if accumulator.seconds_since_flush() < ENQUEUE_SIDE_FLUSH_SECONDS:
+        return
+    try:
+        flush()
+    except Exception:
+        logger.warning(
+            "could not write job metrics; they are kept for the next flush", exc_info=True
+        )
+
+
+def _flush_at_exit() -> None:
+    try:
+        flush()
+    except Exception:
+        logger.warning("could not write job metrics at exit", exc_info=True)
+
+
+atexit.register(_flush_at_exit)

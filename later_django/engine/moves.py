@@ -1,0 +1,243 @@
+"""Stage moves of one job, expressed as changes to a :class:`JobWrites`.
+
+Each function moves the record (through :func:`~later_django.engine.stages.move`),
+then adds what the move implies: the record write with its expiry, the index
+row (or its removal: a queued job that is not on a partition has no index
+row, the delivery queue answers for it), the schedule entry, the delivery
+message, the lease, and the metric samples.
+"""
+
+from __future__ import annotations
+
+import traceback as traceback_module
+from typing import Any
+
+from later_django.conf import LaterSettings
+from later_django.engine import stages
+from later_django.engine.records import JobError, JobRecord, due_key, undecodable_key
+from later_django.engine.retry import RetryPolicy
+from later_django.engine.writes import JobWrites
+from later_django.storage.types import (
+    Delete,
+    JobIndexRemove,
+    JobIndexRow,
+    JobIndexUpsert,
+    Set,
+)
+
+REGULAR = "regular"
+SEQUENTIAL = "sequential"
+
+
+def index_row(
+    record: JobRecord,
+    *,
+    expire_ms: int | None = None,
+    wait_ms: int | None = None,
+) -> JobIndexRow:
+    return JobIndexRow(
+        job_id=record.job_id,
+        payload_type=record.task_path,
+        stage=record.stage,
+        stage_date_ms=record.stage_at_ms,
+        revision=record.revision,
+        created_at_ms=record.created_at_ms,
+        wait_ms=wait_ms,
+        wait_mode=None if wait_ms is None else (SEQUENTIAL if record.topic else REGULAR),
+        topic=record.topic,
+        partition_id=record.partition_id,
+        sequence=record.sequence,
+        parent_job_id=record.parent_job_id,
+        date_expire_ms=expire_ms,
+    )
+
+
+def _index(writes: JobWrites, record: JobRecord, **extra: Any) -> None:
+    writes.index_changes.append(JobIndexUpsert(index_row(record, **extra)))
+
+
+def _transition(writes: JobWrites, record: JobRecord) -> None:
+    writes.metrics.transitions.append((record.stage, record.stage_at_ms))
+
+
+# --- entering the system ---
+
+
+def place_new(writes: JobWrites, record: JobRecord, now: int) -> None:
+    """A new record in its first stage (``enqueued``, ``delayed`` or ``waiting``)."""
+    if record.stage == stages.ENQUEUED:
+        record.ready_at_ms = now
+        record.enqueued_at_ms = now
+        writes.save(record)
+        writes.publish_job(record)
+    elif record.stage == stages.DELAYED:
+        writes.save(record)
+        _index(writes, record)
+        writes.other_operations.append(
+            Set(due_key(record.namespace, record.run_after_ms or now, record.job_id), b"")
+        )
+    elif record.stage == stages.WAITING:
+        writes.save(record)
+        _index(writes, record)
+    else:
+        raise stages.StageMoveError(f"a new job cannot start in stage {record.stage!r}")
+    _transition(writes, record)
+
+
+def make_ready(writes: JobWrites, record: JobRecord, now: int) -> None:
+    """delayed / waiting / requeued -> enqueued: publish, drop the index row."""
+    had_index_row = record.stage in (stages.DELAYED, stages.WAITING, stages.REQUEUED)
+    stages.move(record, stages.ENQUEUED, now)
+    record.ready_at_ms = now
+    if record.enqueued_at_ms is None:
+        record.enqueued_at_ms = now
+    writes.save(record)
+    writes.publish_job(record)
+    if had_index_row:
+        writes.index_changes.append(JobIndexRemove(record.job_id))
+    _transition(writes, record)
+
+
+def unschedule(writes: JobWrites, record: JobRecord, due_at_ms: int) -> None:
+    writes.other_operations.append(Delete(due_key(record.namespace, due_at_ms, record.job_id)))
+
+
+# --- running ---
+
+
+def start(
+    writes: JobWrites, record: JobRecord, now: int, worker_id: str, lease_until_ms: int
+) -> None:
+    """enqueued -> running under ``worker_id``'s execution lease."""
+    stages.move(record, stages.RUNNING, now)
+    record.worker_ids.append(worker_id)
+    if record.started_at_ms is None:
+        record.started_at_ms = now
+    record.last_attempted_at_ms = now
+    wait_ms = max(0, now - (record.ready_at_ms or now))
+    writes.save(record)
+    _index(writes, record, wait_ms=wait_ms)
+    writes.leases_acquired.append((record.job_id, lease_until_ms, record.attempts))
+    writes.metrics.waits.append((SEQUENTIAL if record.topic else REGULAR, wait_ms, now))
+    _transition(writes, record)
+
+
+def _finish(
+    writes: JobWrites, record: JobRecord, stage: str, now: int, settings: LaterSettings
+) -> None:
+    stages.move(record, stage, now)
+    record.finished_at_ms = now
+    ttl = settings.retention_seconds[stage]
+    writes.save(record, ttl)
+    _index(writes, record, expire_ms=now + ttl * 1000)
+    _transition(writes, record)
+
+
+def succeed(
+    writes: JobWrites, record: JobRecord, now: int, return_value: Any, settings: LaterSettings
+) -> None:
+    """running -> success with the return value; the record expires by retention."""
+    record.return_value = return_value
+    _finish(writes, record, stages.SUCCESS, now, settings)
+
+
+def error_from_exception(error: BaseException, now: int, attempt: int) -> JobError:
+    kind = type(error)
+    return JobError(
+        exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
+        traceback="".join(traceback_module.format_exception(error)),
+        at_ms=now,
+        attempt=attempt,
+    )
+
+
+def fail_attempt(
+    writes: JobWrites,
+    record: JobRecord,
+    now: int,
+    error: JobError,
+    settings: LaterSettings,
+    task_policy: RetryPolicy | None = None,
+    *,
+    retryable: bool = True,
+) -> None:
+    """running -> requeued (a retry is due later, or at once) or -> failed.
+
+    The policy is resolved at the first failure (the task's own, else the
+    server default) and stored in the record; retries are counted from the
+    errors kept, one per failed attempt.
+    """
+    record.errors.append(error)
+    if record.retry is None:
+        record.retry = (task_policy or settings.retry).to_dict()
+    policy = RetryPolicy.from_mapping(record.retry, f"the retry policy of job {record.job_id}")
+    retries_used = len(record.errors) - 1
+    if not retryable or retries_used >= policy.max_retries:
+        _finish(writes, record, stages.FAILED, now, settings)
+        return
+    delay_ms = int(policy.delay_seconds(retries_used + 1) * 1000)
+    stages.move(record, stages.REQUEUED, now)
+    _transition(writes, record)
+    if delay_ms <= 0:
+        make_ready(writes, record, now)
+        return
+    record.run_after_ms = now + delay_ms
+    writes.save(record)
+    _index(writes, record)
+    writes.other_operations.append(
+        Set(due_key(record.namespace, now + delay_ms, record.job_id), b"")
+    )
+
+
+def fail_waiting(
+    writes: JobWrites, record: JobRecord, now: int, reason: str, settings: LaterSettings
+) -> None:
+    """waiting -> failed with ``reason`` (its parent failed)."""
+    record.reason = reason
+    record.errors.append(
+        JobError(
+            exception_class_path="later_django.exceptions.ParentFailed",
+            traceback=reason,
+            at_ms=now,
+            attempt=0,
+        )
+    )
+    _finish(writes, record, stages.FAILED, now, settings)
+
+
+def replace_undecodable(
+    writes: JobWrites,
+    namespace: str,
+    job_id: str,
+    task_path: str,
+    raw: bytes,
+    reason: str,
+    now: int,
+    settings: LaterSettings,
+) -> JobRecord:
+    """A failed record standing in for one that cannot be decoded; the original
+    bytes are kept beside it for as long as failed jobs are kept."""
+    record = JobRecord(
+        job_id=job_id,
+        namespace=namespace,
+        task_path=task_path,
+        args=[],
+        kwargs={},
+        queue_name="",
+        priority=0,
+        backend="default",
+        stage=stages.FAILED,
+        stage_at_ms=now,
+        created_at_ms=now,
+        reason=reason,
+        finished_at_ms=now,
+        errors=[
+            JobError("later_django.exceptions.RecordDecodeError", reason, now, 0),
+        ],
+    )
+    ttl = settings.retention_seconds[stages.FAILED]
+    writes.save(record, ttl)
+    writes.other_operations.append(Set(undecodable_key(namespace, job_id), raw, ttl))
+    _index(writes, record, expire_ms=now + ttl * 1000)
+    _transition(writes, record)
+    return record

@@ -1,0 +1,63 @@
+"""Promotion of due delayed and requeued jobs into the delivery queue.
+
+The schedule is a set of ``<ns>-due-<time>-<id>`` keys in ``later_storage``
+(see :mod:`later_django.engine.records`). A pass walks the primary key from the
+namespace's first entry up to ``now``, so its cost follows the number of due
+jobs, however many are scheduled for later.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from later_django.clock import now_ms
+from later_django.engine import moves, stages
+from later_django.engine.records import decode_record, due_scan_bounds, job_id_of_due_key, job_key
+from later_django.engine.writes import JobWrites, commit
+from later_django.exceptions import RecordDecodeError
+from later_django.storage.django import DjangoStorage
+from later_django.storage.types import Delete
+
+#: Entries promoted per transaction; a pass loops until fewer come back.
+PROMOTION_BATCH = 500
+
+
+def promote_due(*, using: str, namespace: str, limit: int = PROMOTION_BATCH) -> int:
+    """Moves up to ``limit`` due jobs to ``enqueued`` in one transaction; returns how
+    many schedule entries it consumed (entries whose job is gone or no longer
+    delayed/requeued are just removed)."""
+    now = now_ms()
+    storage = DjangoStorage(using)
+    start, stop = due_scan_bounds(namespace, now)
+    with transaction.atomic(using=using):
+        keys = storage.key_scan(start, stop, limit)
+        if not keys:
+            return 0
+        job_ids = {key: job_id_of_due_key(key) for key in keys}
+        raws = storage.get_many_for_update(
+            [job_key(namespace, job_id) for job_id in job_ids.values()]
+        )
+        writes = JobWrites(namespace)
+        writes.other_operations += [Delete(key) for key in keys]
+        for _key, job_id in job_ids.items():
+            raw = raws.get(job_key(namespace, job_id))
+            if raw is None:
+                continue
+            try:
+                record = decode_record(raw)
+            except RecordDecodeError:
+                continue  # a worker fails it with the reason when it meets it
+            if record.stage in (stages.DELAYED, stages.REQUEUED):
+                moves.make_ready(writes, record, now)
+        commit(writes, using)
+    return len(keys)
+
+
+def promote_all_due(*, using: str, namespace: str, limit: int = PROMOTION_BATCH) -> int:
+    """Runs :func:`promote_due` until a batch comes back short; returns the total."""
+    total = 0
+    while True:
+        promoted = promote_due(using=using, namespace=namespace, limit=limit)
+        total += promoted
+        if promoted < limit:
+            return total

@@ -1,0 +1,197 @@
+"""The job record: what ``later_storage`` holds for one job, as MessagePack.
+
+A record is a map with short, stable keys (``v`` is the format version). It
+holds only JSON-compatible values plus integers for times (epoch ms), so it can
+be decoded without executing anything; decoding a malformed record raises
+:class:`~later_django.exceptions.RecordDecodeError`.
+
+Storage keys (all prefixed by the namespace, so namespaces never meet):
+
+* ``<ns>-job-<id>``: the record;
+* ``<ns>-job-<id>-next``: a range whose members are the ids of the job's
+  continuations (children waiting for it);
+* ``<ns>-due-<due ms, 15 digits>-<id>``: an entry of the schedule of delayed
+  and requeued jobs; zero padding makes byte order equal time order, so the
+  promotion pass reads only the entries that are due;
+* ``<ns>-job-<id>-undecodable``: the original bytes of a record that could not
+  be decoded, kept next to the failed record that replaced it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+from ulid import ULID
+
+from later_django.exceptions import RecordDecodeError
+
+RECORD_FORMAT_VERSION = 1
+_DUE_DIGITS = 15
+
+
+def new_job_id() -> str:
+    """A new ULID as 26 characters of Crockford base 32: unique and time sortable."""
+    return str(ULID())
+
+
+def job_key(namespace: str, job_id: str) -> str:
+    return f"{namespace}-job-{job_id}"
+
+
+def children_key(namespace: str, job_id: str) -> str:
+    return f"{namespace}-job-{job_id}-next"
+
+
+def undecodable_key(namespace: str, job_id: str) -> str:
+    return f"{namespace}-job-{job_id}-undecodable"
+
+
+def due_key(namespace: str, due_at_ms: int, job_id: str) -> str:
+    return f"{namespace}-due-{due_at_ms:0{_DUE_DIGITS}d}-{job_id}"
+
+
+def due_scan_bounds(namespace: str, now_ms: int) -> tuple[str, str]:
+    """``[start, stop)`` of the schedule entries due at ``now_ms``."""
+    return f"{namespace}-due-", f"{namespace}-due-{now_ms + 1:0{_DUE_DIGITS}d}"
+
+
+def job_id_of_due_key(key: str) -> str:
+    return key.rsplit("-", 1)[1]
+
+
+@dataclass
+class JobError:
+    """One failed attempt: the exception's class path and its formatted traceback."""
+
+    exception_class_path: str
+    traceback: str
+    at_ms: int
+    attempt: int
+
+
+@dataclass
+class JobRecord:
+    """A job as stored. ``history`` lists the previous stages as ``(stage, at_ms)``;
+    its length is the job's revision."""
+
+    job_id: str
+    namespace: str
+    task_path: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    queue_name: str
+    priority: int
+    backend: str
+    stage: str
+    stage_at_ms: int
+    created_at_ms: int
+    history: list[tuple[str, int]] = field(default_factory=list)
+    run_after_ms: int | None = None
+    #: When the job last became ready to run (queue wait is measured from here).
+    ready_at_ms: int | None = None
+    retry: dict[str, Any] | None = None
+    parent_job_id: str | None = None
+    #: ``success`` or ``finish``: when a continuation runs.
+    run_on: str | None = None
+    reason: str | None = None
+    recurring_id: str | None = None
+    topic: str | None = None
+    partition_id: int | None = None
+    sequence: int | None = None
+    return_value: Any = None
+    errors: list[JobError] = field(default_factory=list)
+    worker_ids: list[str] = field(default_factory=list)
+    enqueued_at_ms: int | None = None
+    started_at_ms: int | None = None
+    finished_at_ms: int | None = None
+    last_attempted_at_ms: int | None = None
+
+    @property
+    def revision(self) -> int:
+        return len(self.history)
+
+    @property
+    def attempts(self) -> int:
+        return len(self.worker_ids)
+
+    @property
+    def key(self) -> str:
+        return job_key(self.namespace, self.job_id)
+
+
+_FIELDS = {
+    "id": "job_id",
+    "ns": "namespace",
+    "task": "task_path",
+    "args": "args",
+    "kwargs": "kwargs",
+    "queue": "queue_name",
+    "prio": "priority",
+    "backend": "backend",
+    "stage": "stage",
+    "stage_at": "stage_at_ms",
+    "created": "created_at_ms",
+    "run_after": "run_after_ms",
+    "ready_at": "ready_at_ms",
+    "retry": "retry",
+    "parent": "parent_job_id",
+    "on": "run_on",
+    "reason": "reason",
+    "recurring": "recurring_id",
+    "topic": "topic",
+    "partition": "partition_id",
+    "seq": "sequence",
+    "ret": "return_value",
+    "workers": "worker_ids",
+    "enqueued": "enqueued_at_ms",
+    "started": "started_at_ms",
+    "finished": "finished_at_ms",
+    "attempted": "last_attempted_at_ms",
+}
+_REQUIRED = ("id", "ns", "task", "args", "kwargs", "queue", "prio", "stage", "stage_at", "created")
+
+
+def encode_record(record: JobRecord) -> bytes:
+    """The MessagePack bytes of ``record``."""
+    body: dict[str, Any] = {"v": RECORD_FORMAT_VERSION}
+    for short, name in _FIELDS.items():
+        value = getattr(record, name)
+        if value is not None or short in _REQUIRED:
+            body[short] = value
+    body["hist"] = [[stage, at] for stage, at in record.history]
+    body["errors"] = [
+        [error.exception_class_path, error.traceback, error.at_ms, error.attempt]
+        for error in record.errors
+    ]
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def decode_record(data: bytes) -> JobRecord:
+    """The record in ``data``; ``RecordDecodeError`` says what is wrong with it."""
+    try:
+        body = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception as error:  # msgpack raises several unrelated types
+        raise RecordDecodeError(f"job record is not valid MessagePack: {error}") from error
+    if not isinstance(body, dict):
+        raise RecordDecodeError(f"job record must be a map, got {type(body).__name__}")
+    if body.get("v") != RECORD_FORMAT_VERSION:
+        raise RecordDecodeError(f"job record has unknown format version {body.get('v')!r}")
+    missing = [short for short in _REQUIRED if short not in body]
+    if missing:
+        raise RecordDecodeError(f"job record lacks the fields {missing}")
+    try:
+        values = {name: body.get(short) for short, name in _FIELDS.items()}
+        values["worker_ids"] = list(values["worker_ids"] or [])
+        values["backend"] = values["backend"] or "default"
+        record = JobRecord(
+            **values,
+            history=[(str(stage), int(at)) for stage, at in body.get("hist", [])],
+            errors=[JobError(str(p), str(t), int(at), int(n)) for p, t, at, n in body["errors"]],
+        )
+    except (TypeError, ValueError, KeyError) as error:
+        raise RecordDecodeError(f"job record has a malformed field: {error}") from error
+    if not isinstance(record.args, list) or not isinstance(record.kwargs, dict):
+        raise RecordDecodeError("job record args must be a list and kwargs a map")
+    return record

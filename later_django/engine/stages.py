@@ -1,0 +1,50 @@
+"""The stage machine: which moves a job may make, and how a move is recorded.
+
+Live stages: ``delayed``, ``waiting``, ``enqueued``, ``running``, ``requeued``.
+Finished: ``success`` and ``failed`` (they get an expiry). Each move appends
+the stage being left to the record's history, so the revision rises by one.
+"""
+
+from __future__ import annotations
+
+from later_django.engine.records import JobRecord
+from later_django.exceptions import LaterError
+
+DELAYED = "delayed"
+WAITING = "waiting"
+ENQUEUED = "enqueued"
+RUNNING = "running"
+REQUEUED = "requeued"
+SUCCESS = "success"
+FAILED = "failed"
+
+INITIAL_STAGES = frozenset({DELAYED, WAITING, ENQUEUED})
+FINISHED = frozenset({SUCCESS, FAILED})
+
+ALLOWED_MOVES: dict[str, frozenset[str]] = {
+    DELAYED: frozenset({ENQUEUED}),
+    WAITING: frozenset({ENQUEUED, FAILED}),
+    ENQUEUED: frozenset({RUNNING}),
+    RUNNING: frozenset({SUCCESS, REQUEUED, FAILED}),
+    REQUEUED: frozenset({ENQUEUED}),
+    SUCCESS: frozenset(),
+    FAILED: frozenset(),
+}
+
+
+class StageMoveError(LaterError):
+    """A move the stage machine does not allow."""
+
+
+def move(record: JobRecord, stage: str, at_ms: int) -> None:
+    """Moves ``record`` to ``stage`` at ``at_ms``; ``StageMoveError`` for a move not
+    in :data:`ALLOWED_MOVES` (the record is then unchanged)."""
+    allowed = ALLOWED_MOVES.get(record.stage)
+    if allowed is None or stage not in allowed:
+        raise StageMoveError(
+            f"job {record.job_id} cannot move from {record.stage!r} to {stage!r}; "
+            f"allowed from {record.stage!r}: {sorted(allowed or ())}"
+        )
+    record.history.append((record.stage, record.stage_at_ms))
+    record.stage = stage
+    record.stage_at_ms = at_ms

@@ -1,0 +1,146 @@
+"""Execution leases and worker heartbeats on a Django connection.
+
+``later_job_execution`` holds one row per running job: who runs it and until
+when the lease holds. A worker renews the leases of its running jobs while
+they run; a lease that lapsed means the worker is gone and the job may be run
+again. ``later_worker`` holds one row per live worker process, refreshed by
+its heartbeat; the dashboard and ``later_status`` read it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from later_django.storage.db import AliasBound, SqlRunner
+from later_django.storage.sql.execution import EXECUTION_SQL
+
+
+@dataclass(frozen=True)
+class ExecutionLease:
+    job_id: str
+    owner: str
+    lease_until_ms: int
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    worker_id: str
+    host: str
+    pid: int
+    concurrency: int
+    queues: list[str]
+    busy: int
+    started_at_ms: int
+    heartbeat_at_ms: int
+
+
+class ExecutionStore(AliasBound):
+    """Leases of running jobs and heartbeats of worker processes, on the alias ``using``."""
+
+    @property
+    def _execution_sql(self) -> SqlRunner:
+        return SqlRunner(self.using, EXECUTION_SQL)
+
+    def lease_acquire_many(
+        self,
+        namespace: str,
+        owner: str,
+        started_at_ms: int,
+        leases: Sequence[tuple[str, int, int]],
+    ) -> None:
+        """Writes ``(job_id, lease_until_ms, attempt)`` leases for ``owner`` in one
+        statement, replacing any earlier (lapsed) holder's row."""
+        if not leases:
+            return
+        runner = self._execution_sql
+        ordered = sorted(leases)
+        if runner.vendor == "postgresql":
+            runner.execute(
+                "lease_insert_many",
+                [
+                    namespace,
+                    owner,
+                    started_at_ms,
+                    [job_id for job_id, _, _ in ordered],
+                    [until for _, until, _ in ordered],
+                    [attempt for _, _, attempt in ordered],
+                ],
+            )
+        else:
+            runner.execute_values(
+                "lease_insert_many",
+                [
+                    [namespace, job_id, owner, until, attempt, started_at_ms]
+                    for job_id, until, attempt in ordered
+                ],
+            )
+
+    def lease_renew(
+        self, namespace: str, owner: str, job_ids: Sequence[str], lease_until_ms: int
+    ) -> list[str]:
+        """Extends ``owner``'s leases; returns the job ids it still holds."""
+        if not job_ids:
+            return []
+        runner = self._execution_sql
+        rows = runner.fetch_all(
+            "lease_renew",
+            [lease_until_ms, namespace, owner, runner.list_param(sorted(job_ids))],
+        )
+        return [job_id for (job_id,) in rows]
+
+    def lease_release_many(self, namespace: str, owner: str, job_ids: Sequence[str]) -> int:
+        """Deletes ``owner``'s leases of ``job_ids``; returns how many it held."""
+        if not job_ids:
+            return 0
+        runner = self._execution_sql
+        return runner.execute(
+            "lease_delete_many", [namespace, owner, runner.list_param(sorted(job_ids))]
+        )
+
+    def lease_get_many(self, namespace: str, job_ids: Sequence[str]) -> dict[str, ExecutionLease]:
+        """The current lease rows of ``job_ids`` (lapsed ones included)."""
+        if not job_ids:
+            return {}
+        runner = self._execution_sql
+        rows = runner.fetch_all("lease_get_many", [namespace, runner.list_param(list(job_ids))])
+        return {job_id: ExecutionLease(job_id, owner, int(until)) for job_id, owner, until in rows}
+
+    def worker_heartbeat(self, namespace: str, worker: WorkerRow) -> None:
+        """Creates or refreshes the worker's row (``busy`` and ``heartbeat_at``)."""
+        self._execution_sql.execute(
+            "worker_heartbeat",
+            [
+                namespace,
+                worker.worker_id,
+                worker.host,
+                worker.pid,
+                worker.concurrency,
+                json.dumps(worker.queues),
+                worker.busy,
+                worker.started_at_ms,
+                worker.heartbeat_at_ms,
+            ],
+        )
+
+    def worker_remove(self, namespace: str, worker_id: str) -> None:
+        """Deletes the worker's row (a graceful exit)."""
+        self._execution_sql.execute("worker_remove", [namespace, worker_id])
+
+    def workers_live(self, namespace: str, heartbeat_after_ms: int) -> list[WorkerRow]:
+        """Workers whose last heartbeat is after ``heartbeat_after_ms``."""
+        rows = self._execution_sql.fetch_all("workers_live", [namespace, heartbeat_after_ms])
+        return [
+            WorkerRow(
+                worker_id=worker_id,
+                host=host,
+                pid=int(pid),
+                concurrency=int(concurrency),
+                queues=json.loads(queues),
+                busy=int(busy),
+                started_at_ms=int(started),
+                heartbeat_at_ms=int(heartbeat),
+            )
+            for worker_id, host, pid, concurrency, queues, busy, started, heartbeat in rows
+        ]

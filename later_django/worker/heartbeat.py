@@ -1,0 +1,79 @@
+"""The worker's heartbeat thread: lease renewal and the ``later_worker`` row.
+
+Every third of the lease it extends, on its own connection, the delivery
+leases and execution leases of every job the process holds, and refreshes the
+process's row in ``later_worker`` (busy count, heartbeat time). A process that
+stops beating (killed, frozen) loses its leases when they lapse, and its jobs
+are delivered again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+
+from django.db import close_old_connections, connections
+
+from later_django.clock import now_ms
+from later_django.storage.django import DjangoStorage
+from later_django.storage.execution import WorkerRow
+from later_django.storage.queue import SqlDeliveryQueue
+
+logger = logging.getLogger("later_django.worker")
+
+
+class Heartbeat(threading.Thread):
+    def __init__(
+        self,
+        *,
+        using: str,
+        namespace: str,
+        worker: WorkerRow,
+        lease_ms: int,
+        held: Callable[[], tuple[list[int], list[str]]],
+        stop: threading.Event,
+    ) -> None:
+        super().__init__(name="later-heartbeat", daemon=True)
+        self.using = using
+        self.namespace = namespace
+        self.worker = worker
+        self.lease_ms = lease_ms
+        self.held = held
+        self.stop = stop
+
+    def beat(self) -> None:
+        """One renewal of everything held, and the worker row."""
+        sequences, job_ids = self.held()
+        now = now_ms()
+        storage = DjangoStorage(self.using)
+        if sequences:
+            kept = SqlDeliveryQueue(self.using).renew(
+                self.worker.worker_id, sequences, self.lease_ms
+            )
+            if len(kept) < len(sequences):
+                logger.warning(
+                    "lost the delivery lease of %d message(s); they may run again elsewhere",
+                    len(sequences) - len(kept),
+                )
+        if job_ids:
+            storage.lease_renew(self.namespace, self.worker.worker_id, job_ids, now + self.lease_ms)
+        self.worker = WorkerRow(
+            **{**self.worker.__dict__, "busy": len(job_ids), "heartbeat_at_ms": now}
+        )
+        storage.worker_heartbeat(self.namespace, self.worker)
+
+    def run(self) -> None:
+        interval = self.lease_ms / 3000
+        try:
+            while not self.stop.wait(interval):
+                try:
+                    self.beat()
+                except Exception:
+                    logger.warning("heartbeat failed; retrying", exc_info=True)
+                    close_old_connections()
+                    with contextlib.suppress(Exception):
+                        connections[self.using].close()
+        finally:
+            connections.close_all()

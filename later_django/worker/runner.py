@@ -1,0 +1,380 @@
+"""One worker process: claim a batch, write it running, run it on threads, write the outcomes.
+
+All database work of the job path happens on the main thread's connection,
+in batches: one claim (up to 16 messages, never more than free threads), one
+transaction to start what was claimed, one transaction to finish whatever
+completed since the last look. Job threads only run task code. The main
+thread also runs the promotion of due jobs (one process per namespace at a
+time, by a short lease key) and flushes metrics about once a second.
+
+Faults: a job's exception is its own failure; a database error (server
+restarted, SQLite busy past its timeout) is logged and retried with back-off,
+keeping what completed until it can be written; the first SIGTERM/SIGINT stops
+claiming and lets running jobs finish (up to the shutdown timeout, after which
+their messages and leases are handed back), the second exits at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from django.db import Error as DatabaseError
+from django.db import close_old_connections, connections
+from django.tasks import TaskContext, TaskResultStatus
+from django.tasks.signals import task_finished, task_started
+from django.utils.crypto import get_random_string
+
+from later_django.clock import now_ms
+from later_django.conf import later_settings
+from later_django.engine import metrics
+from later_django.engine.execution import Outcome, StartedJob, finish_batch, start_batch
+from later_django.engine.moves import error_from_exception
+from later_django.engine.payload import json_compatible
+from later_django.engine.promotion import promote_all_due
+from later_django.engine.records import due_scan_bounds
+from later_django.engine.results import task_result
+from later_django.storage.django import DjangoStorage
+from later_django.storage.execution import WorkerRow
+from later_django.storage.queue import SqlDeliveryQueue
+from later_django.worker.heartbeat import Heartbeat
+from later_django.worker.wakeup import PostgresListener, SqliteChangeWatch, wait_for_work
+
+logger = logging.getLogger("later_django.worker")
+
+CLAIM_BATCH = 16
+#: A look at the queue at least this often, for messages due by time alone.
+IDLE_LOOK_SECONDS = 1.0
+PROMOTION_INTERVAL_SECONDS = 0.5
+METRICS_FLUSH_SECONDS = 1.0
+
+
+@dataclass
+class WorkerOptions:
+    queues: list[str]
+    concurrency: int = 10
+    burst: bool = False
+    max_jobs: int | None = None
+    shutdown_timeout: float = 30.0
+    lease_seconds: float = 30.0
+
+
+@dataclass
+class _Backoff:
+    delay: float = 0.0
+    failures: int = field(default=0)
+
+    def next(self) -> float:
+        self.failures += 1
+        self.delay = min(5.0, 0.1 * 2 ** (self.failures - 1))
+        return self.delay * random.uniform(0.8, 1.2)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class Worker:
+    """Runs jobs of ``options.queues`` until stopped; :meth:`run` returns the exit code."""
+
+    def __init__(self, options: WorkerOptions) -> None:
+        self.options = options
+        self.settings = later_settings()
+        self.using = self.settings.database
+        self.namespace = self.settings.namespace
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{get_random_string(6)}"
+        self.lease_ms = int(options.lease_seconds * 1000)
+        self.pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="later-job")
+        self._lock = threading.Lock()
+        self.in_flight: dict[int, StartedJob] = {}
+        self.completed: deque[Outcome] = deque()
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.stop_threads = threading.Event()
+        self.signals_seen = 0
+        self.claimed_total = 0
+        self.finished_total = 0
+        self._last_promotion = 0.0
+        self._watch: SqliteChangeWatch | None = None
+
+    # --- life cycle ---
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.signals_seen += 1
+        if self.signals_seen > 1:
+            logger.warning("second signal: exiting at once")
+            os._exit(1)
+        logger.info("signal %s: finishing running jobs, then exiting", signum)
+        self.stopping.set()
+        self.wake.set()
+
+    def run(self) -> int:
+        queue_names = ", ".join(self.options.queues)
+        logger.info(
+            "worker %s: namespace %r, queues %s, concurrency %d",
+            self.worker_id,
+            self.namespace,
+            queue_names,
+            self.options.concurrency,
+        )
+        vendor = connections[self.using].vendor
+        listener = None
+        if vendor == "postgresql":
+            listener = PostgresListener(self.using, self.namespace, self.wake, self.stop_threads)
+            listener.start()
+        else:
+            self._watch = SqliteChangeWatch(self.using)
+        row = WorkerRow(
+            worker_id=self.worker_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            concurrency=self.options.concurrency,
+            queues=list(self.options.queues),
+            busy=0,
+            started_at_ms=now_ms(),
+            heartbeat_at_ms=now_ms(),
+        )
+        heartbeat = Heartbeat(
+            using=self.using,
+            namespace=self.namespace,
+            worker=row,
+            lease_ms=self.lease_ms,
+            held=self._held,
+            stop=self.stop_threads,
+        )
+        self._with_retries(lambda: heartbeat.beat())
+        heartbeat.start()
+        try:
+            self._loop()
+            self._drain()
+        finally:
+            self.stop_threads.set()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            try:
+                metrics.flush()
+                DjangoStorage(self.using).worker_remove(self.namespace, self.worker_id)
+            except DatabaseError:
+                logger.warning("could not write final metrics / remove worker row", exc_info=True)
+            heartbeat.join(timeout=2)
+            if listener is not None:
+                listener.join(timeout=2)
+        logger.info("worker %s stopped after %d jobs", self.worker_id, self.finished_total)
+        return 0
+
+    def _held(self) -> tuple[list[int], list[str]]:
+        with self._lock:
+            started = list(self.in_flight.values())
+        return [job.sequence for job in started], [job.record.job_id for job in started]
+
+    def _with_retries(self, action) -> None:  # type: ignore[no-untyped-def]
+        backoff = _Backoff()
+        while True:
+            try:
+                action()
+                return
+            except DatabaseError as error:
+                self._database_trouble(error, backoff)
+                if self.stopping.is_set() and backoff.failures > 3:
+                    raise
+
+    def _database_trouble(self, error: Exception, backoff: _Backoff) -> None:
+        delay = backoff.next()
+        logger.warning("database error (%s); retrying in %.2fs", error, delay)
+        with contextlib.suppress(Exception):
+            connections[self.using].close()
+        self.stopping.wait(delay) if not self.stopping.is_set() else time.sleep(delay)
+
+    # --- the loop ---
+
+    def _loop(self) -> None:
+        backoff = _Backoff()
+        while not self.stopping.is_set():
+            try:
+                self._finish_completed()
+                if self._done_with_max_jobs():
+                    return
+                claimed = self._claim_and_start()
+                self._periodic()
+                if claimed:
+                    backoff.reset()
+                    continue
+                if self.options.burst and self._burst_is_over():
+                    return
+                # With every thread busy only a finished job is worth waking for.
+                watch = self._watch if self._free_slots() > 0 else None
+                wait_for_work(self.wake, IDLE_LOOK_SECONDS, watch)
+                backoff.reset()
+            except DatabaseError as error:
+                self._database_trouble(error, backoff)
+
+    def _free_slots(self) -> int:
+        with self._lock:
+            busy = len(self.in_flight)
+        free = self.options.concurrency - busy
+        if self.options.max_jobs is not None:
+            free = min(free, self.options.max_jobs - self.claimed_total)
+        return max(0, free)
+
+    def _claim_and_start(self) -> int:
+        free = self._free_slots()
+        if free <= 0:
+            return 0
+        queue = SqlDeliveryQueue(self.using)
+        # SQLite: a read that takes no lock before the claim, which takes the write lock.
+        if self._watch is not None and not queue.has_ready(self.namespace, self.options.queues):
+            return 0
+        messages = queue.claim(
+            self.namespace,
+            self.options.queues,
+            self.worker_id,
+            self.lease_ms,
+            batch_size=min(CLAIM_BATCH, free),
+        )
+        if not messages:
+            return 0
+        self.claimed_total += len(messages)
+        started = start_batch(
+            messages,
+            using=self.using,
+            namespace=self.namespace,
+            worker_id=self.worker_id,
+            lease_ms=self.lease_ms,
+            settings=self.settings,
+        )
+        with self._lock:
+            for job in started:
+                self.in_flight[job.sequence] = job
+        for job in started:
+            self.pool.submit(self._run_job, job)
+        return len(messages)
+
+    def _run_job(self, job: StartedJob) -> None:
+        """Runs on a job thread: calls the task, records its outcome, wakes the loop."""
+        close_old_connections()
+        record = job.record
+        try:
+            result = task_result(record, job.task, record.backend)
+            task_started.send(sender=type(job.task.get_backend()), task_result=result)
+            if job.task.takes_context:
+                value = job.task.call(
+                    TaskContext(task_result=result), *record.args, **record.kwargs
+                )
+            else:
+                value = job.task.call(*record.args, **record.kwargs)
+            outcome = Outcome(job, return_value=json_compatible(value, "the return value"))
+        except BaseException as error:  # the job's failure, never the worker's
+            outcome = Outcome(job, error=error_from_exception(error, now_ms(), record.attempts))
+        finally:
+            close_old_connections()
+        self.completed.append(outcome)
+        self.wake.set()
+
+    def _finish_completed(self) -> None:
+        if not self.completed:
+            return
+        outcomes = list(self.completed)
+        finish_batch(
+            outcomes,
+            using=self.using,
+            namespace=self.namespace,
+            worker_id=self.worker_id,
+            settings=self.settings,
+        )
+        for _ in outcomes:
+            self.completed.popleft()
+        with self._lock:
+            for outcome in outcomes:
+                self.in_flight.pop(outcome.started.sequence, None)
+        self.finished_total += len(outcomes)
+        for outcome in outcomes:
+            self._announce_finished(outcome)
+
+    def _announce_finished(self, outcome: Outcome) -> None:
+        record = outcome.started.record
+        try:
+            result = task_result(record, outcome.started.task, record.backend)
+            if result.status != TaskResultStatus.READY:
+                task_finished.send(
+                    sender=type(outcome.started.task.get_backend()), task_result=result
+                )
+        except Exception:
+            logger.exception("a task_finished receiver failed for job %s", record.job_id)
+
+    def _done_with_max_jobs(self) -> bool:
+        limit = self.options.max_jobs
+        return limit is not None and self.finished_total >= limit and not self.in_flight
+
+    def _periodic(self) -> None:
+        now = time.monotonic()
+        if now - self._last_promotion >= PROMOTION_INTERVAL_SECONDS:
+            self._last_promotion = now
+            self._promote_if_due()
+        if metrics.accumulator.seconds_since_flush() >= METRICS_FLUSH_SECONDS:
+            metrics.flush()
+
+    def _promote_if_due(self) -> int:
+        storage = DjangoStorage(self.using)
+        start, stop = due_scan_bounds(self.namespace, now_ms())
+        if not storage.key_scan(start, stop, 1):
+            return 0
+        lease_key = f"{self.namespace}-pass-promote"
+        if not storage.set_if_absent(
+            lease_key, self.worker_id.encode(), PROMOTION_INTERVAL_SECONDS
+        ):
+            return 0
+        promoted = promote_all_due(using=self.using, namespace=self.namespace)
+        storage.delete(lease_key)
+        if promoted:
+            self.wake.set()
+        return promoted
+
+    def _burst_is_over(self) -> bool:
+        if self.in_flight or self.completed:
+            return False
+        storage = DjangoStorage(self.using)
+        start, stop = due_scan_bounds(self.namespace, now_ms())
+        if storage.key_scan(start, stop, 1):
+            promote_all_due(using=self.using, namespace=self.namespace)
+            return False
+        return not SqlDeliveryQueue(self.using).has_ready(self.namespace, self.options.queues)
+
+    # --- stopping ---
+
+    def _drain(self) -> None:
+        """After the loop: wait for running jobs (up to the shutdown timeout), write
+        their outcomes, and hand back the messages of jobs still running."""
+        deadline = time.monotonic() + self.options.shutdown_timeout
+        backoff = _Backoff()
+        while self.in_flight and time.monotonic() < deadline:
+            try:
+                self._finish_completed()
+            except DatabaseError as error:
+                self._database_trouble(error, backoff)
+                continue
+            if self.in_flight:
+                self.wake.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+                self.wake.clear()
+        if self.completed:
+            self._with_retries(self._finish_completed)
+        if self.in_flight:
+            sequences, job_ids = self._held()
+            logger.warning("shutdown timeout: handing back %d job(s) still running", len(sequences))
+            try:
+                SqlDeliveryQueue(self.using).nack(self.worker_id, sequences)
+                DjangoStorage(self.using).lease_release_many(
+                    self.namespace, self.worker_id, job_ids
+                )
+            except DatabaseError:
+                logger.warning("could not hand back; their leases will lapse", exc_info=True)
