@@ -63,7 +63,8 @@ class LaterBackend(BaseTaskBackend):
             args=json_compatible(list(args), "args"),
             kwargs=json_compatible(dict(kwargs), "kwargs"),
             queue_name=task.queue_name,
-            priority=task.priority,
+            # validate_task accepts any whole number (7.0, True); store it as an int.
+            priority=int(task.priority),
             backend=self.alias,
             run_after_ms=None if run_after is None else int(run_after.timestamp() * 1000),
             parent_job_id=parent_job_id,

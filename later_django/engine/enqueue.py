@@ -62,8 +62,14 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, using: str, namespace: str) -> list[
     now = now_ms()
     writes = JobWrites(namespace)
     records: list[JobRecord] = []
+    missing: ParentNotFound | None = None
     with transaction.atomic(using=using, savepoint=False):
-        parents = _parents(jobs, using, namespace)
+        try:
+            parents = _parents(jobs, using, namespace)
+        except ParentNotFound as error:
+            # Raised below, after the block: raised through it, it would mark the
+            # caller's transaction for rollback although nothing was written.
+            missing, parents, jobs = error, {}, ()
         for job in jobs:
             record = _new_record(job, namespace, now)
             records.append(record)
@@ -82,6 +88,8 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, using: str, namespace: str) -> list[
                 moves.make_ready(writes, record, now)
         writes.after_commit.append(metrics.flush_if_due)
         commit(writes, using)
+    if missing is not None:
+        raise missing
     return records
 
 

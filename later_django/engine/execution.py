@@ -156,6 +156,7 @@ def start_batch(
         try:
             task = resolve_task(record.task_path)
         except UnregisteredTaskError as error:
+            logger.error("job %s: %s; marking it failed", record.job_id, error)
             moves.start(writes, record, now, worker_id, lease_until)
             moves.fail_attempt(
                 writes,
@@ -176,7 +177,9 @@ def start_batch(
         moves.start(writes, record, now, worker_id, lease_until)
         started.append(StartedJob(record, task, message.sequence))
     if any(record.stage in stages.FINISHED for record, _ in writes.records.values()):
-        writes.after_records = lambda pending, written: release_children(pending, written, using, settings)
+        writes.after_records = lambda pending, written: release_children(
+            pending, written, using, settings
+        )
     commit(writes, using)
     return started
 
@@ -195,15 +198,19 @@ def finish_batch(
     namespace: str,
     worker_id: str,
     settings: LaterSettings,
-) -> None:
+) -> list[JobRecord]:
     """Writes the outcomes in one transaction: success, a retry, or failure; the
-    continuations of finished parents; leases released; messages acknowledged."""
+    continuations of finished parents; leases released; messages acknowledged.
+    Returns the records as written, in the order of ``outcomes``."""
     if not outcomes:
-        return
+        return []
+    finished: list[JobRecord] = []
     now = now_ms()
     writes = JobWrites(namespace, ack_owner=worker_id, lease_owner=worker_id)
     for outcome in outcomes:
-        record = outcome.started.record
+        # A copy: when the write fails, the worker retries with the records unmoved.
+        record = outcome.started.record.clone()
+        finished.append(record)
         writes.acks.append(outcome.started.sequence)
         writes.leases_released.append(record.job_id)
         if outcome.error is None:
@@ -217,8 +224,11 @@ def finish_batch(
                 settings,
                 task_retry_policy(outcome.started.task),
             )
-    writes.after_records = lambda pending, written: release_children(pending, written, using, settings)
+    writes.after_records = lambda pending, written: release_children(
+        pending, written, using, settings
+    )
     commit(writes, using)
+    return finished
 
 
 def release_children(

@@ -19,7 +19,7 @@ Storage keys (all prefixed by the namespace, so namespaces never meet):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgpack
@@ -107,6 +107,15 @@ class JobRecord:
     started_at_ms: int | None = None
     finished_at_ms: int | None = None
     last_attempted_at_ms: int | None = None
+
+    def clone(self) -> JobRecord:
+        """A copy whose lists can be changed without touching this record."""
+        return replace(
+            self,
+            history=list(self.history),
+            errors=list(self.errors),
+            worker_ids=list(self.worker_ids),
+        )
 
     @property
     def revision(self) -> int:

@@ -41,7 +41,7 @@ from later_django.engine.execution import Outcome, StartedJob, finish_batch, sta
 from later_django.engine.moves import error_from_exception
 from later_django.engine.payload import json_compatible
 from later_django.engine.promotion import promote_all_due
-from later_django.engine.records import due_scan_bounds
+from later_django.engine.records import JobRecord, due_scan_bounds
 from later_django.engine.results import task_result
 from later_django.storage.django import DjangoStorage
 from later_django.storage.execution import WorkerRow
@@ -245,20 +245,34 @@ class Worker:
         if not messages:
             return 0
         self.claimed_total += len(messages)
-        started = start_batch(
-            messages,
-            using=self.using,
-            namespace=self.namespace,
-            worker_id=self.worker_id,
-            lease_ms=self.lease_ms,
-            settings=self.settings,
-        )
+        try:
+            started = start_batch(
+                messages,
+                using=self.using,
+                namespace=self.namespace,
+                worker_id=self.worker_id,
+                lease_ms=self.lease_ms,
+                settings=self.settings,
+            )
+        except DatabaseError:
+            self._hand_back([message.sequence for message in messages])
+            raise
         with self._lock:
             for job in started:
                 self.in_flight[job.sequence] = job
         for job in started:
             self.pool.submit(self._run_job, job)
         return len(messages)
+
+    def _hand_back(self, sequences: list[int]) -> None:
+        """Best effort: makes claimed messages ready again at once (otherwise they
+        wait for their lease to lapse)."""
+        try:
+            SqlDeliveryQueue(self.using).nack(self.worker_id, sequences)
+        except DatabaseError:
+            logger.warning(
+                "could not hand back %d message(s); their leases will lapse", len(sequences)
+            )
 
     def _run_job(self, job: StartedJob) -> None:
         """Runs on a job thread: calls the task, records its outcome, wakes the loop."""
@@ -285,7 +299,7 @@ class Worker:
         if not self.completed:
             return
         outcomes = list(self.completed)
-        finish_batch(
+        records = finish_batch(
             outcomes,
             using=self.using,
             namespace=self.namespace,
@@ -298,11 +312,10 @@ class Worker:
             for outcome in outcomes:
                 self.in_flight.pop(outcome.started.sequence, None)
         self.finished_total += len(outcomes)
-        for outcome in outcomes:
-            self._announce_finished(outcome)
+        for outcome, record in zip(outcomes, records, strict=True):
+            self._announce_finished(outcome, record)
 
-    def _announce_finished(self, outcome: Outcome) -> None:
-        record = outcome.started.record
+    def _announce_finished(self, outcome: Outcome, record: JobRecord) -> None:
         try:
             result = task_result(record, outcome.started.task, record.backend)
             if result.status != TaskResultStatus.READY:
@@ -313,8 +326,15 @@ class Worker:
             logger.exception("a task_finished receiver failed for job %s", record.job_id)
 
     def _done_with_max_jobs(self) -> bool:
+        """``--max-jobs`` counts claimed messages (a stale one that is only
+        acknowledged counts too), and the process leaves once they are all written."""
         limit = self.options.max_jobs
-        return limit is not None and self.finished_total >= limit and not self.in_flight
+        return (
+            limit is not None
+            and self.claimed_total >= limit
+            and not self.in_flight
+            and not self.completed
+        )
 
     def _periodic(self) -> None:
         now = time.monotonic()

@@ -29,6 +29,20 @@ def default_queues() -> list[str]:
     return sorted(queues)
 
 
+def _log_to_stderr_unless_configured() -> None:
+    """Without a LOGGING configuration for it, the ``later_django`` logger writes
+    INFO and above to stderr (Django's per-task INFO lines stay silent)."""
+    logger = logging.getLogger("later_django")
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+    )
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def _positive(kind: type) -> Any:
     def parse(text: str) -> Any:
         value = kind(text)
@@ -53,11 +67,7 @@ class Command(BaseCommand):
         parser.add_argument("--lease-seconds", type=_positive(float), default=30.0)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if not logging.getLogger("later_django").handlers and not logging.getLogger().handlers:
-            logging.basicConfig(
-                level=logging.INFO,
-                format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s",
-            )
+        _log_to_stderr_unless_configured()
         known = default_queues()
         queues = options["queues"] or known
         if not queues:
