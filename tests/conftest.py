@@ -20,7 +20,8 @@ DATABASE_OF_TEST: dict[str, str] = {}
 def pytest_report_header(config: pytest.Config) -> list[str]:
     sqlite = settings.DATABASES["default"]["TEST"]["NAME"]
     if "postgres" in settings.DATABASES:
-        pg = f"PostgreSQL {settings.POSTGRES_URL} (test database test_later_django)"
+        test_name = settings.DATABASES["postgres"]["TEST"]["NAME"]
+        pg = f"PostgreSQL {settings.POSTGRES_URL} (test database {test_name})"
     else:
         pg = f"PostgreSQL SKIPPED ({settings.POSTGRES_PROBLEM})"
     return [f"later_django databases: SQLite file {sqlite}; {pg}"]
@@ -44,7 +45,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Removes the temporary SQLite directory the settings created for this run."""
+    """Drops metric samples still in memory (their test databases are gone) and
+    removes the temporary SQLite directory the settings created for this run."""
+    from later_django.engine import metrics
+
+    metrics.accumulator.take()
     if settings.SQLITE_DIRECTORY_IS_TEMPORARY:
         shutil.rmtree(settings.SQLITE_DIRECTORY, ignore_errors=True)
 

@@ -182,7 +182,8 @@ def decode_record(data: bytes) -> JobRecord:
     try:
         body = msgpack.unpackb(data, raw=False, strict_map_key=False)
     except Exception as error:  # msgpack raises several unrelated types
-        raise RecordDecodeError(f"job record is not valid MessagePack: {error}") from error
+        detail = str(error) or type(error).__name__
+        raise RecordDecodeError(f"job record is not valid MessagePack ({detail})") from error
     if not isinstance(body, dict):
         raise RecordDecodeError(f"job record must be a map, got {type(body).__name__}")
     if body.get("v") != RECORD_FORMAT_VERSION:

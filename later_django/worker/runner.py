@@ -393,8 +393,10 @@ class Worker:
             logger.warning("shutdown timeout: handing back %d job(s) still running", len(sequences))
             try:
                 SqlDeliveryQueue(self.using).nack(self.worker_id, sequences)
-                DjangoStorage(self.using).lease_release_many(
-                    self.namespace, self.worker_id, job_ids
+                # Lapsed now rather than deleted: the next worker records the
+                # interrupted attempt under this worker's name.
+                DjangoStorage(self.using).lease_renew(
+                    self.namespace, self.worker_id, job_ids, now_ms()
                 )
             except DatabaseError:
                 logger.warning("could not hand back; their leases will lapse", exc_info=True)

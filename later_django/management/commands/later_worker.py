@@ -10,6 +10,8 @@ is ready), ``--max-jobs N`` (per process), ``--shutdown-timeout S``,
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -93,7 +95,15 @@ class Command(BaseCommand):
         def run_one() -> int:
             worker = Worker(worker_options)
             worker.install_signal_handlers()
-            return worker.run()
+            code = worker.run()
+            if worker.in_flight:
+                # Jobs still running at the shutdown timeout were handed back; their
+                # threads must not keep the process alive (Python joins the
+                # ThreadPoolExecutor's threads at exit, i.e. until the jobs end).
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+            return code
 
         code = run_one() if options["processes"] == 1 else supervise(options["processes"], run_one)
         if code:

@@ -1,0 +1,64 @@
+"""Tasks the worker tests enqueue and real ``later_worker`` subprocesses run.
+
+Each writes JSON lines to a file named by its first argument (flushed and
+fsynced, so the test process sees them at once), which tells the test which
+process ran what, when, and how many times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from django.tasks import TaskContext, task
+
+
+def append_line(path: str, entry: dict[str, Any]) -> None:
+    line = json.dumps({**entry, "pid": os.getpid(), "at": time.time()}) + "\n"
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(line)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def read_lines(path: str | Path) -> list[dict[str, Any]]:
+    """The entries written so far (none when the file does not exist yet)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@task
+def record(path: str, label: Any) -> Any:
+    """Writes one line with ``label`` and returns it."""
+    append_line(path, {"label": label, "event": "run"})
+    return label
+
+
+@task
+def sleep_and_record(path: str, label: str, seconds: float) -> str:
+    """Writes a ``start`` line, sleeps ``seconds``, writes an ``end`` line."""
+    append_line(path, {"label": label, "event": "start"})
+    time.sleep(seconds)
+    append_line(path, {"label": label, "event": "end"})
+    return label
+
+
+@task(takes_context=True)
+def sleep_on_first_attempt(context: TaskContext, path: str, label: str, seconds: float) -> int:
+    """Like :func:`sleep_and_record`, but only the first attempt sleeps ``seconds``."""
+    attempt = context.attempt
+    append_line(path, {"label": label, "event": "start", "attempt": attempt})
+    time.sleep(seconds if attempt == 1 else 0.05)
+    append_line(path, {"label": label, "event": "end", "attempt": attempt})
+    return attempt
+
+
+def plain_function(path: str, label: Any) -> None:
+    """Not a ``Task``: a record naming it must be refused, never called."""
+    append_line(path, {"label": label, "event": "plain function ran"})
