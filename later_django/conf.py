@@ -9,6 +9,7 @@ that needs a valid value calls :func:`later_settings` and gets
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,9 @@ from django.core.exceptions import ImproperlyConfigured
 from later_django.engine.retry import RetryPolicy
 
 DEFAULT_NAMESPACE = "default"
+#: A namespace prefixes every key as "<namespace>-"; without "-" in it no
+#: namespace's keys can fall inside another's prefix range.
+NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9_.]{1,200}")
 DEFAULT_RETENTION_SECONDS = {"success": 86_400, "failed": 7 * 86_400}
 
 
@@ -40,12 +44,13 @@ def setting_problems(raw: Any) -> list[tuple[str, str]]:
     if not isinstance(raw, dict):
         return [("later_django.E001", f"LATER must be a dict, got {type(raw).__name__}.")]
     namespace = raw.get("NAMESPACE", DEFAULT_NAMESPACE)
-    if not isinstance(namespace, str) or not namespace or len(namespace) > 200:
+    if not isinstance(namespace, str) or not NAMESPACE_PATTERN.fullmatch(namespace):
         problems.append(
             (
                 "later_django.E002",
-                f"LATER['NAMESPACE'] must be a non-empty string of at most 200 "
-                f"characters, got {namespace!r}.",
+                f"LATER['NAMESPACE'] must be 1 to 200 letters, digits, '_' or '.' "
+                f"(keys are '<namespace>-...', so a '-' could reach into another "
+                f"namespace's keys), got {namespace!r}.",
             )
         )
     database = raw.get("DATABASE", "default")

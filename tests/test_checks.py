@@ -24,6 +24,8 @@ def test_default_settings_pass_every_check() -> None:
     [
         ("nope", "later_django.E001", "LATER must be a dict"),
         ({"NAMESPACE": ""}, "later_django.E002", "LATER['NAMESPACE']"),
+        ({"NAMESPACE": "shop-eu"}, "later_django.E002", "'shop-eu'"),
+        ({"NAMESPACE": "x" * 201}, "later_django.E002", "1 to 200"),
         ({"DATABASE": "missing"}, "later_django.E003", "'missing'"),
         ({"RETENTION": {"success": -1}}, "later_django.E004", "LATER['RETENTION']['success']"),
         ({"RETENTION": {"done": 5}}, "later_django.E004", "unknown key 'done'"),

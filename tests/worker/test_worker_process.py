@@ -671,12 +671,16 @@ def test_shutdown_timeout_hands_back_a_job_still_running_and_exits_0(
     assert time.monotonic() - signalled < 5, worker.describe()
     assert "handing back 1 job(s) still running" in worker.log()
     assert delivery_rows(alias) == [(None, None)]
+    # The lease stays, lapsed, so the next worker can name the interrupted attempt's worker.
     leases = fetch(
         alias,
-        "SELECT COUNT(*) FROM later_job_execution WHERE namespace = %s AND job_id = %s",
-        [NAMESPACE, job.id],
+        "SELECT owner, lease_until <= %s FROM later_job_execution "
+        "WHERE namespace = %s AND job_id = %s",
+        [now_ms(), NAMESPACE, job.id],
     )
-    assert leases == [(0,)]
+    assert len(leases) == 1 and leases[0][1], leases
+    first_owner = leases[0][0]
+    assert f":{worker.pid}:" in first_owner
     assert events(lines, "end") == []
 
     # Handed back, it runs again at once on the next worker.
@@ -686,3 +690,5 @@ def test_shutdown_timeout_hands_back_a_job_still_running_and_exits_0(
     assert done.status == TaskResultStatus.SUCCESSFUL, workers.logs()
     assert done.attempts == 2
     assert f":{second.pid}:" in done.worker_ids[1]
+    assert done.errors[0].exception_class_path == "later_django.exceptions.WorkerLost"
+    assert first_owner in done.errors[0].traceback

@@ -1,0 +1,99 @@
+"""Module-level tasks for the engine tests.
+
+Tasks that must tell the test what happened append a line to a file whose path
+is passed as an argument (the worker runs them on its own threads).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from django.tasks import task
+
+
+class Boom(Exception):
+    """The failure of the failing test tasks."""
+
+
+def append_line(path: str, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(f"{line}\n")
+
+
+def read_lines(path: str | Path) -> list[str]:
+    file = Path(path)
+    return file.read_text(encoding="utf-8").splitlines() if file.exists() else []
+
+
+@task
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@task(queue_name="emails")
+def add_on_emails(a: int, b: int) -> int:
+    return a + b
+
+
+@task
+def record(path: str, label: str) -> str:
+    append_line(path, label)
+    return label
+
+
+@task(retry={"max_retries": 2, "backoff": "fixed", "initial": 0.2})
+def fail_always(message: str) -> None:
+    raise Boom(message)
+
+
+@task(retry={"max_retries": 0})
+def fail_once_without_retry(message: str) -> None:
+    raise Boom(message)
+
+
+@task(retry={"max_retries": 2, "backoff": "fixed", "initial": 0.2})
+def fail_first_time(path: str) -> str:
+    """Fails on its first run (leaving a mark in ``path``), succeeds on the next."""
+    if not Path(path).exists():
+        append_line(path, "failed")
+        raise Boom("first attempt fails")
+    append_line(path, "succeeded")
+    return "second time lucky"
+
+
+@task(takes_context=True, retry={"max_retries": 1, "backoff": "immediate"})
+def attempt_seen(context, path: str) -> int:
+    """Records ``context.attempt``; fails on the first attempt, returns it on the second."""
+    append_line(path, str(context.attempt))
+    if context.attempt == 1:
+        raise Boom("first attempt fails")
+    return context.attempt
+
+
+@task
+async def async_double(value: int) -> int:
+    return value * 2
+
+
+@task
+def wait_for_file(path: str, timeout: float) -> str:
+    """Runs until ``path`` exists (at most ``timeout`` seconds): a job the test can
+    observe while it is running."""
+    deadline = time.monotonic() + timeout
+    while not Path(path).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not appear within {timeout}s")
+        time.sleep(0.01)
+    return "released"
+
+
+@task
+def fail_with_server_policy(message: str) -> None:
+    """Fails; has no retry option of its own, so ``LATER["RETRY"]`` applies."""
+    raise Boom(message)
+
+
+@task
+def return_a_set() -> set[int]:
+    return {1, 2}

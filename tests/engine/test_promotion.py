@@ -1,0 +1,156 @@
+"""Promotion of due jobs costs what is due, however many jobs are scheduled for later."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
+from django.tasks import TaskResultStatus
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from later_django.api import enqueue_many
+from later_django.clock import now_ms
+from later_django.conf import setting_problems
+from later_django.engine.promotion import PROMOTION_BATCH, promote_due
+from later_django.engine.records import due_scan_bounds
+from later_django.storage.db import SqlRunner
+from later_django.storage.django import DjangoStorage
+from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.sql.kv import STATEMENTS
+from tests.engine import tasks
+from tests.engine.support import NAMESPACE, result, row_counts
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+SCHEDULED_LATER = 100_000
+DUE = 10
+CHUNK = 5_000
+
+
+def schedule_far_ahead(count: int) -> None:
+    """``count`` delayed jobs due in a day, written ``CHUNK`` per transaction."""
+    later = tasks.add.using(run_after=timezone.now() + timedelta(days=1))
+    for start in range(0, count, CHUNK):
+        enqueue_many(later, [((n, 0), {}) for n in range(start, min(count, start + CHUNK))])
+
+
+def wait_until_due(storage: DjangoStorage, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(storage.key_scan(*due_scan_bounds(NAMESPACE, now_ms()), 100)) < count:
+        assert time.monotonic() < deadline, "the due jobs did not become due"
+        time.sleep(0.02)
+
+
+def key_scan_plan(alias: str) -> str | list:
+    """The plan of the promotion's key scan: SQLite ``EXPLAIN QUERY PLAN`` details,
+    PostgreSQL ``EXPLAIN (ANALYZE, FORMAT JSON)``."""
+    runner = SqlRunner(alias, STATEMENTS)
+    start, stop = due_scan_bounds(NAMESPACE, now_ms())
+    params = [start, stop, now_ms(), PROMOTION_BATCH]
+    with connections[alias].cursor() as cursor:
+        if runner.vendor == "sqlite":
+            cursor.execute("EXPLAIN QUERY PLAN " + runner.sql("key_scan"), params)
+            return " | ".join(row[-1] for row in cursor.fetchall())
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + runner.sql("key_scan"), params)
+        plan = cursor.fetchone()[0]
+        return json.loads(plan) if isinstance(plan, str) else plan
+
+
+def plan_nodes(node: dict) -> list[dict]:
+    return [node, *(found for child in node.get("Plans", []) for found in plan_nodes(child))]
+
+
+def assert_reads_only_the_due_range(plan: list) -> None:
+    """The PostgreSQL plan reads ``later_storage`` through its primary key within
+    both bounds of the due range, never sequentially, and finds exactly the due rows."""
+    nodes = plan_nodes(plan[0]["Plan"])
+    assert not any(node["Node Type"] == "Seq Scan" for node in nodes), plan
+    index_walks = [node for node in nodes if node.get("Index Name") == "later_storage_pkey"]
+    assert len(index_walks) == 1, plan
+    walk = index_walks[0]
+    assert walk["Node Type"] in ("Index Scan", "Index Only Scan", "Bitmap Index Scan"), plan
+    assert ">= 'default-due-'" in walk["Index Cond"], plan
+    assert "< 'default-due-0" in walk["Index Cond"], plan
+    assert walk["Actual Rows"] == DUE, plan
+    assert all(node.get("Rows Removed by Filter", 0) == 0 for node in nodes), plan
+
+
+def test_promotion_reads_only_the_due_jobs_among_100_000_scheduled_later(
+    engine_db: str,
+) -> None:
+    storage = DjangoStorage(engine_db)
+    schedule_far_ahead(SCHEDULED_LATER)
+    soon = tasks.add.using(run_after=timezone.now() + timedelta(milliseconds=300))
+    due = enqueue_many(soon, [((n, 1), {}) for n in range(DUE)])
+    assert storage.job_index_stage_counts(NAMESPACE) == {"delayed": SCHEDULED_LATER + DUE}
+    wait_until_due(storage, DUE)
+
+    if connections[engine_db].vendor == "sqlite":
+        plan = key_scan_plan(engine_db)
+        # A range search on the primary key's index, bounded on both sides and
+        # walked in key order (no sort), so LIMIT bounds it too.
+        assert plan.startswith("SEARCH later_storage USING "), plan
+        assert "(key>? AND key<?)" in plan, plan
+        assert "SCAN" not in plan, plan
+        assert "TEMP B-TREE" not in plan, plan
+    else:
+        # Before statistics exist PostgreSQL may pick a bitmap walk of the same
+        # index range: it too reads only the due entries.
+        assert_reads_only_the_due_range(key_scan_plan(engine_db))
+        with connections[engine_db].cursor() as cursor:
+            cursor.execute("ANALYZE later_storage")
+        plan = key_scan_plan(engine_db)
+        assert_reads_only_the_due_range(plan)
+        # With statistics: an ordered walk of the primary key right under the LIMIT.
+        limit = plan[0]["Plan"]
+        assert limit["Node Type"] == "Limit", plan
+        assert [node["Node Type"] for node in limit["Plans"]] in (
+            ["Index Scan"],
+            ["Index Only Scan"],
+        ), plan
+        assert limit["Plans"][0]["Index Name"] == "later_storage_pkey", plan
+
+    with CaptureQueriesContext(connections[engine_db]) as captured:
+        promoted = promote_due(using=engine_db, namespace=NAMESPACE)
+
+    assert promoted == DUE
+    scans = [
+        query["sql"]
+        for query in captured.captured_queries
+        if "ORDER BY key LIMIT" in query["sql"] and "later_storage" in query["sql"]
+    ]
+    assert len(scans) == 1, [query["sql"][:120] for query in captured.captured_queries]
+    assert scans[0].rstrip().endswith(f"LIMIT {PROMOTION_BATCH}"), scans[0]
+    # The records read (and locked) are those of the due jobs alone.
+    [records_read] = [
+        query["sql"]
+        for query in captured.captured_queries
+        if query["sql"].startswith("SELECT key, value FROM later_storage")
+    ]
+    assert records_read.count(f"{NAMESPACE}-job-") == DUE, records_read
+    assert all(result(job.id).status == TaskResultStatus.READY for job in due)
+    assert storage.job_index_stage_counts(NAMESPACE) == {
+        "delayed": SCHEDULED_LATER,
+        "enqueued": DUE,
+    }
+    assert SqlDeliveryQueue(engine_db).depth(NAMESPACE) == DUE
+    assert promote_due(using=engine_db, namespace=NAMESPACE) == 0
+
+
+def test_a_namespace_that_could_overlap_another_namespaces_keys_is_refused(
+    engine_db: str,
+) -> None:
+    # Keys are "<namespace>-..."; with "-" allowed, namespace "default-due-0" would
+    # own keys inside namespace "default"'s schedule range and be promoted (deleted)
+    # by its pass. Namespaces are therefore letters, digits, "_" and "." only.
+    other = {"NAMESPACE": "default-due-0", "DATABASE": engine_db}
+    assert [check_id for check_id, _ in setting_problems(other)] == ["later_django.E002"]
+    with override_settings(LATER=other), pytest.raises(ImproperlyConfigured, match="NAMESPACE"):
+        tasks.add.enqueue(1, 2)
+    assert row_counts(engine_db)["later_storage"] == 0
