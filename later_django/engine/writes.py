@@ -12,6 +12,8 @@ workers never wait on each other in a circle:
 5. new delivery rows (publish; triggers move ``later_queue_depth``), with the
    PostgreSQL wake-up notification in the same statement.
 
+On PostgreSQL the same parts, in the same order, are one combined statement.
+
 Metrics are handed to the in-memory accumulator only when the transaction
 commits.
 """
@@ -20,18 +22,24 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from django.db import connections, transaction
 
+from later_django.clock import now_ms
 from later_django.engine import metrics
 from later_django.engine.records import JobRecord, encode_record
+from later_django.storage.combined import CombinedWrite
 from later_django.storage.commands import ExecuteJob, encode_command
 from later_django.storage.django import DjangoStorage
 from later_django.storage.queue import SqlDeliveryQueue
 from later_django.storage.types import (
     Delete,
     JobIndexChange,
+    JobIndexRemove,
+    JobIndexUpsert,
+    RangeClear,
     Set,
     StorageOperation,
 )
@@ -103,50 +111,145 @@ def _notified_marker() -> None:
 
 
 def commit(writes: JobWrites, using: str, *, savepoint: bool = False) -> None:
-    """Writes ``writes`` in one transaction on ``using`` (joining the caller's, with
-    no savepoint unless asked). Nothing is written when any statement fails."""
+    """Writes ``writes`` atomically on ``using``, joining the caller's transaction
+    (with no savepoint unless asked). Nothing is written when any statement fails.
+
+    PostgreSQL writes the batch as one combined statement (see
+    :mod:`later_django.storage.combined`); outside a transaction that statement is
+    the transaction. SQLite, and batches one statement cannot express, write one
+    statement per table inside a transaction.
+    """
     if writes.is_empty():
         return
-    storage = DjangoStorage(using)
-    queue = SqlDeliveryQueue(using)
-    namespace = writes.namespace
-    with transaction.atomic(using=using, savepoint=savepoint):
-        if writes.acks:
-            queue.ack(writes.ack_owner or "", sorted(writes.acks))
-        for sequence, delay_ms in writes.nacks:
-            queue.nack(writes.ack_owner or "", [sequence], delay_ms)
-        written = _write_records(storage, writes)
+    combined = connections[using].vendor == "postgresql" and _combinable(writes)
+    needs_transaction = not combined or writes.after_records is not None
+    with (
+        transaction.atomic(using=using, savepoint=savepoint) if needs_transaction else nullcontext()
+    ):
+        written = (_write_combined if combined else _write_per_table)(writes, using)
         if writes.after_records is not None:
             hook, writes.after_records = writes.after_records, None
             hook(writes, written)
-            _write_records(storage, writes)
-        storage.apply_with_job_index([], namespace, writes.index_changes, savepoint=False)
-        if writes.leases_acquired:
-            storage.lease_acquire_many(
+            if not writes.is_empty():
+                rest = _write_combined if combined and _combinable(writes) else _write_per_table
+                rest(writes, using)
+        batch = writes.metrics
+        callbacks = list(writes.after_commit)
+        if not batch.is_empty():
+            namespace = writes.namespace
+            callbacks.insert(0, lambda: metrics.accumulator.add(namespace, using, batch))
+        for callback in callbacks:
+            transaction.on_commit(callback, using=using)
+
+
+def _combinable(writes: JobWrites) -> bool:
+    """Whether one statement can write ``writes``: no hand-backs, only Sets,
+    Deletes and range clears among the other operations, and no job both removed
+    from and written to the index (a statement may not touch a row twice)."""
+    if writes.nacks:
+        return False
+    if any(not isinstance(op, Set | Delete | RangeClear) for op in writes.other_operations):
+        return False
+    removed = {c.job_id for c in writes.index_changes if isinstance(c, JobIndexRemove)}
+    upserted = {c.row.job_id for c in writes.index_changes if isinstance(c, JobIndexUpsert)}
+    return not removed & upserted
+
+
+def _write_combined(writes: JobWrites, using: str) -> list[JobRecord]:
+    """PostgreSQL: everything gathered as one statement, in the table order above."""
+    storage = DjangoStorage(using)
+    queue = SqlDeliveryQueue(using)
+    namespace = writes.namespace
+    statement = CombinedWrite(using)
+    if writes.acks:
+        statement.add(*queue.ack_part(writes.ack_owner or "", writes.acks))
+    written = [record for record, _ in writes.records.values()]
+    sets = [Set(key, encode_record(record), ttl) for key, (record, ttl) in writes.records.items()]
+    sets += [op for op in writes.other_operations if isinstance(op, Set)]
+    if sets:
+        statement.add(*storage.set_many_part(sets, now_ms()))
+    deletes = [op.key for op in writes.other_operations if isinstance(op, Delete)]
+    if deletes:
+        statement.add(*storage.delete_many_part(deletes))
+    cleared = [op.key for op in writes.other_operations if isinstance(op, RangeClear)]
+    if cleared:
+        statement.add(*storage.range_clear_many_part(cleared))
+    removed = [c.job_id for c in writes.index_changes if isinstance(c, JobIndexRemove)]
+    upserted = [c.row for c in writes.index_changes if isinstance(c, JobIndexUpsert)]
+    for part in (
+        storage.job_index_remove_part(namespace, removed),
+        storage.job_index_upsert_part(namespace, upserted),
+    ):
+        if part is not None:
+            statement.add(*part)
+    if writes.leases_acquired:
+        statement.add(
+            *storage.lease_acquire_part(
                 namespace,
                 writes.lease_owner or "",
                 writes.lease_started_at_ms,
                 writes.leases_acquired,
             )
-        if writes.leases_released:
-            storage.lease_release_many(namespace, writes.lease_owner or "", writes.leases_released)
-        for (queue_name, priority, available_at), payloads in sorted(
-            writes.publishes.items(), key=lambda item: (item[0][0], item[0][1])
-        ):
-            queue.publish(
-                namespace,
-                queue_name,
-                payloads,
-                priority,
-                available_at,
-                notify=namespace if _wants_notification(using) else None,
-            )
-        batch = writes.metrics
-        callbacks = list(writes.after_commit)
-        if not batch.is_empty():
-            callbacks.insert(0, lambda: metrics.accumulator.add(namespace, using, batch))
-        for callback in callbacks:
-            transaction.on_commit(callback, using=using)
+        )
+    if writes.leases_released:
+        statement.add(
+            *storage.lease_release_part(namespace, writes.lease_owner or "", writes.leases_released)
+        )
+    for (queue_name, priority, available_at), payloads in sorted(
+        writes.publishes.items(), key=lambda item: (item[0][0], item[0][1])
+    ):
+        statement.add(*queue.publish_part(namespace, queue_name, payloads, priority, available_at))
+    notify = namespace if writes.publishes and _wants_notification(using) else None
+    _forget_written(writes)
+    statement.execute(notify)
+    return written
+
+
+def _write_per_table(writes: JobWrites, using: str) -> list[JobRecord]:
+    """One statement per table, in the table order above; call inside a transaction."""
+    storage = DjangoStorage(using)
+    queue = SqlDeliveryQueue(using)
+    namespace = writes.namespace
+    if writes.acks:
+        queue.ack(writes.ack_owner or "", sorted(writes.acks))
+    for sequence, delay_ms in writes.nacks:
+        queue.nack(writes.ack_owner or "", [sequence], delay_ms)
+    written = _write_records(storage, writes)
+    storage.apply_with_job_index([], namespace, writes.index_changes, savepoint=False)
+    if writes.leases_acquired:
+        storage.lease_acquire_many(
+            namespace,
+            writes.lease_owner or "",
+            writes.lease_started_at_ms,
+            writes.leases_acquired,
+        )
+    if writes.leases_released:
+        storage.lease_release_many(namespace, writes.lease_owner or "", writes.leases_released)
+    for (queue_name, priority, available_at), payloads in sorted(
+        writes.publishes.items(), key=lambda item: (item[0][0], item[0][1])
+    ):
+        queue.publish(
+            namespace,
+            queue_name,
+            payloads,
+            priority,
+            available_at,
+            notify=namespace if _wants_notification(using) else None,
+        )
+    _forget_written(writes)
+    return written
+
+
+def _forget_written(writes: JobWrites) -> None:
+    """Empties what was written; metrics, callbacks and the hook stay."""
+    writes.records = {}
+    writes.other_operations = []
+    writes.index_changes = []
+    writes.publishes = defaultdict(list)
+    writes.acks = []
+    writes.nacks = []
+    writes.leases_acquired = []
+    writes.leases_released = []
 
 
 def _write_records(storage: DjangoStorage, writes: JobWrites) -> list[JobRecord]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from later_django.storage.db import AliasBound, SqlRunner
 from later_django.storage.sql.execution import EXECUTION_SQL
@@ -76,6 +77,30 @@ class ExecutionStore(AliasBound):
                     for job_id, until, attempt in ordered
                 ],
             )
+
+    def lease_acquire_part(
+        self,
+        namespace: str,
+        owner: str,
+        started_at_ms: int,
+        leases: Sequence[tuple[str, int, int]],
+    ) -> tuple[str, list[Any]]:
+        """PostgreSQL: the statement and parameters of ``lease_acquire_many``."""
+        ordered = sorted(leases)
+        return self._execution_sql.sql("lease_insert_many"), [
+            namespace,
+            owner,
+            started_at_ms,
+            [job_id for job_id, _, _ in ordered],
+            [until for _, until, _ in ordered],
+            [attempt for _, _, attempt in ordered],
+        ]
+
+    def lease_release_part(
+        self, namespace: str, owner: str, job_ids: Sequence[str]
+    ) -> tuple[str, list[Any]]:
+        """PostgreSQL: the statement and parameters of ``lease_release_many``."""
+        return self._execution_sql.sql("lease_delete_many"), [namespace, owner, sorted(job_ids)]
 
     def lease_renew(
         self, namespace: str, owner: str, job_ids: Sequence[str], lease_until_ms: int

@@ -145,6 +145,25 @@ class JobIndexStore(AliasBound):
             return
         sql.execute_values("upsert", [[namespace, *self._row_values(row)] for row in unique])
 
+    def job_index_upsert_part(
+        self, namespace: str, rows: Sequence[JobIndexRow]
+    ) -> tuple[str, list[Any]] | None:
+        """PostgreSQL: the statement and parameters of ``job_index_upsert``."""
+        unique = _newest_revision_per_job(rows)
+        if not unique:
+            return None
+        columns = zip(*map(self._row_values, unique), strict=True)
+        return self._index_sql.sql("upsert"), [namespace, *map(list, columns)]
+
+    def job_index_remove_part(
+        self, namespace: str, job_ids: Sequence[str]
+    ) -> tuple[str, list[Any]] | None:
+        """PostgreSQL: the statement and parameters of ``job_index_remove``."""
+        unique = sorted(set(job_ids))
+        if not unique:
+            return None
+        return self._index_sql.sql("remove"), [namespace, unique]
+
     def job_index_remove(self, namespace: str, job_ids: Sequence[str]) -> None:
         """Deletes the index rows of ``job_ids`` in one statement (absent ones are ignored)."""
         unique = sorted(set(job_ids))

@@ -189,7 +189,7 @@ class KeyValueStore(AliasBound):
         now = now_ms()
         with (
             transaction.atomic(using=self.using, savepoint=savepoint),
-            runner.connection.cursor() as cursor,
+            runner.cursor() as cursor,
         ):
 
             def run(name: str, params: Sequence[Any]) -> None:
@@ -222,6 +222,26 @@ class KeyValueStore(AliasBound):
                             f"apply() got {operation!r}, which is not a storage operation "
                             f"(one of {_OPERATION_NAMES})"
                         )
+
+    # --- parts of a PostgreSQL combined write (see storage.combined) ---
+
+    def set_many_part(self, sets: Sequence[Set], now: int) -> tuple[str, list[Any]]:
+        """PostgreSQL: the statement and parameters that upsert ``sets`` (distinct keys)."""
+        ordered = sorted(sets, key=lambda operation: operation.key)
+        return self._kv_sql.sql("set_many"), [
+            now,
+            [operation.key for operation in ordered],
+            [operation.value for operation in ordered],
+            [expire_at_ms(now, operation.ttl_seconds) for operation in ordered],
+        ]
+
+    def delete_many_part(self, keys: Sequence[str]) -> tuple[str, list[Any]]:
+        """PostgreSQL: the statement and parameters that delete ``keys``."""
+        return self._kv_sql.sql("delete_many"), [sorted(set(keys))]
+
+    def range_clear_many_part(self, range_keys: Sequence[str]) -> tuple[str, list[Any]]:
+        """PostgreSQL: the statement and parameters that empty the ranges ``range_keys``."""
+        return self._kv_sql.sql("range_clear_many"), [sorted(set(range_keys))]
 
     @staticmethod
     def _set_many(runner: SqlRunner, sets: list[Set], now: int) -> None:

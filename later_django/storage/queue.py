@@ -84,6 +84,27 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
             return sorted(row[0] for row in rows)
         return self._publish_sqlite(namespace, queue_name, blobs, priority, available_at)
 
+    def publish_part(
+        self,
+        namespace: str,
+        queue_name: str,
+        payloads: Sequence[bytes],
+        priority: int = 0,
+        available_at_ms: int | None = None,
+    ) -> tuple[str, list[Any]]:
+        """PostgreSQL: the statement and parameters of ``publish`` (validated alike)."""
+        _check_queue_name(queue_name)
+        _check_priority(priority)
+        blobs = [_payload_bytes(payload) for payload in payloads]
+        available_at = (
+            now_ms() if available_at_ms is None else _int("available_at_ms", available_at_ms)
+        )
+        return self._sql.sql("publish"), [namespace, queue_name, priority, available_at, blobs]
+
+    def ack_part(self, owner: str, sequences: Sequence[int]) -> tuple[str, list[Any]]:
+        """PostgreSQL: the statement and parameters of ``ack``."""
+        return self._sql.sql("ack"), [owner, _sequences(sequences)]
+
     def _publish_sqlite(
         self,
         namespace: str,

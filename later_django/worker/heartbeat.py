@@ -33,6 +33,7 @@ class Heartbeat(threading.Thread):
         worker: WorkerRow,
         lease_ms: int,
         held: Callable[[], tuple[list[int], list[str]]],
+        finishing: Callable[[], set[int]],
         stop: threading.Event,
     ) -> None:
         super().__init__(name="later-heartbeat", daemon=True)
@@ -41,6 +42,7 @@ class Heartbeat(threading.Thread):
         self.worker = worker
         self.lease_ms = lease_ms
         self.held = held
+        self.finishing = finishing
         self.stop = stop
 
     def beat(self) -> None:
@@ -49,13 +51,21 @@ class Heartbeat(threading.Thread):
         now = now_ms()
         storage = DjangoStorage(self.using)
         if sequences:
-            kept = SqlDeliveryQueue(self.using).renew(
-                self.worker.worker_id, sequences, self.lease_ms
+            kept = set(
+                SqlDeliveryQueue(self.using).renew(self.worker.worker_id, sequences, self.lease_ms)
             )
-            if len(kept) < len(sequences):
+            # A message being acknowledged meanwhile is not lost: only those the
+            # process still holds, and is not finishing, count.
+            still_held, finishing = set(self.held()[0]), self.finishing()
+            lost = [
+                sequence
+                for sequence in sequences
+                if sequence not in kept and sequence in still_held and sequence not in finishing
+            ]
+            if lost:
                 logger.warning(
                     "lost the delivery lease of %d message(s); they may run again elsewhere",
-                    len(sequences) - len(kept),
+                    len(lost),
                 )
         if job_ids:
             storage.lease_renew(self.namespace, self.worker.worker_id, job_ids, now + self.lease_ms)

@@ -96,6 +96,8 @@ class Worker:
         self._lock = threading.Lock()
         self.in_flight: dict[int, StartedJob] = {}
         self.completed: deque[Outcome] = deque()
+        #: Sequences whose outcome is being written (acknowledged) right now.
+        self._writing: set[int] = set()
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.stop_threads = threading.Event()
@@ -152,6 +154,7 @@ class Worker:
             worker=row,
             lease_ms=self.lease_ms,
             held=self._held,
+            finishing=self._finishing,
             stop=self.stop_threads,
         )
         self._with_retries(lambda: heartbeat.beat())
@@ -172,6 +175,10 @@ class Worker:
                 listener.join(timeout=2)
         logger.info("worker %s stopped after %d jobs", self.worker_id, self.finished_total)
         return 0
+
+    def _finishing(self) -> set[int]:
+        with self._lock:
+            return set(self._writing)
 
     def _held(self) -> tuple[list[int], list[str]]:
         with self._lock:
@@ -299,18 +306,26 @@ class Worker:
         if not self.completed:
             return
         outcomes = list(self.completed)
-        records = finish_batch(
-            outcomes,
-            using=self.using,
-            namespace=self.namespace,
-            worker_id=self.worker_id,
-            settings=self.settings,
-        )
+        with self._lock:
+            self._writing = {outcome.started.sequence for outcome in outcomes}
+        try:
+            records = finish_batch(
+                outcomes,
+                using=self.using,
+                namespace=self.namespace,
+                worker_id=self.worker_id,
+                settings=self.settings,
+            )
+        except BaseException:
+            with self._lock:
+                self._writing = set()
+            raise
         for _ in outcomes:
             self.completed.popleft()
         with self._lock:
             for outcome in outcomes:
                 self.in_flight.pop(outcome.started.sequence, None)
+            self._writing = set()
         self.finished_total += len(outcomes)
         for outcome, record in zip(outcomes, records, strict=True):
             self._announce_finished(outcome, record)

@@ -139,6 +139,8 @@ STATEMENTS = Statements(
         ),
         # (array of keys)
         "delete_many": "DELETE FROM later_storage WHERE key = ANY(%s)",
+        # (array of range keys)
+        "range_clear_many": "DELETE FROM later_storage_range WHERE range_key = ANY(%s)",
         # (array of range keys, now)
         "range_members_many": (
             "SELECT range_key, value FROM later_storage_range "
