@@ -10,6 +10,7 @@ publish per (queue, priority) of the batch, carrying the PostgreSQL wake-up.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +64,10 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, using: str, namespace: str) -> list[
     writes = JobWrites(namespace)
     records: list[JobRecord] = []
     missing: ParentNotFound | None = None
-    with transaction.atomic(using=using, savepoint=False):
+    has_parents = any(job.parent_job_id is not None for job in jobs)
+    # Without parents to read there is one write (on PostgreSQL one statement,
+    # atomic by itself), which commit() wraps in a transaction when it needs one.
+    with transaction.atomic(using=using, savepoint=False) if has_parents else nullcontext():
         try:
             parents = _parents(jobs, using, namespace)
         except ParentNotFound as error:

@@ -1,0 +1,663 @@
+"""End-to-end job benchmark: enqueue, bulk enqueue, drain, latency and worker RSS,
+optionally against django-tasks-db on the same kind of database.
+
+Every scenario of every run gets its own throw-away database, migrated with
+Django's ``migrate``: a SQLite file in a temporary directory (WAL,
+``transaction_mode="IMMEDIATE"``, ``synchronous=NORMAL``, 20 s timeout) or a
+PostgreSQL database created and dropped for it. The Django project is
+``bench/bench_project`` (settings read ``BENCH_SYSTEM`` and ``BENCH_DATABASE_URL``;
+tasks ``noop`` and ``stamp``). Each scenario runs in a driver subprocess; workers
+are real ``manage.py`` commands started by the driver with the same settings.
+
+Scenarios (``--scenarios``, default all):
+
+* ``enqueue``: ``--enqueue-jobs`` (3,000) ``noop.enqueue()``, each in its own
+  ``transaction.atomic()`` -> jobs/s.
+* ``enqueue_many``: ``--bulk-jobs`` (20,000) jobs in batches of 1,000, one
+  transaction per batch: ``enqueue_many`` for later_django, a loop of
+  ``enqueue()`` for django-tasks-db (it has no bulk API) -> jobs/s.
+* ``drain``: the workers are started on an empty queue and waited for (a
+  ``later_worker`` row each / the "Starting worker" log line), then
+  ``--drain-jobs`` (20,000) no-op jobs are published in one committed
+  transaction (not timed); the time runs from that commit until every job has
+  finished (read every 0.1 s) -> jobs/s. Worker start-up is not in the time.
+  A drain stops at ``--drain-timeout`` (default 300 s; django-tasks-db on
+  PostgreSQL needs about 240 s for 20,000 jobs here); the line then says
+  ``timed_out`` and the rate is over the jobs finished by then.
+* ``latency``: the idle workers, then ``--latency-jobs`` (500) ``stamp.enqueue(
+  time.time())`` at ``--latency-rate`` (50) per second, each in its own
+  transaction; latency = the task's returned start time - the enqueue time
+  (so it includes the enqueue's commit) -> p50/p95/p99 in ms.
+* ``rss``: the highest peak RSS (``VmHWM``) of the worker processes at the end
+  of the drain (later_django: the two processes ``--processes 2`` forks, the
+  supervisor reported beside them; django-tasks-db: its two ``db_worker``
+  processes) -> MB. Runs the drain when ``drain`` is not selected.
+
+Workers: later_django ``later_worker --processes 2 --concurrency 16``;
+django-tasks-db two ``db_worker --interval 0.1 --no-startup-delay --no-reload``
+processes (one task at a time each; ``--interval`` is how long an idle worker
+sleeps between looks: its default of 1 s would add ~0.5 s to every latency).
+Their logs (start and stop lines; neither logs each task with ``DEBUG = False``)
+go to the run's temporary directory (``--log-dir DIR`` keeps them); lines with
+WARNING/ERROR/Traceback are counted in ``worker_problems`` and echoed to stderr.
+
+One JSON line per figure, keys ``scenario``, ``db``, ``system``, ``value``
+(median of ``--runs``), ``unit``, ``runs``. With ``--compare`` each
+django-tasks-db line has ``ratio``: how many times better later_django is, so
+> 1 favours later_django whatever the unit (rates: later_django /
+django-tasks-db; latency and RSS, lower is better: django-tasks-db /
+later_django).
+
+    .venv/bin/python bench/bench.py --db sqlite
+    .venv/bin/python bench/bench.py --db postgres --compare --runs 3
+    .venv/bin/python bench/bench.py --db postgres --scenarios drain,rss --concurrency 32
+
+PostgreSQL: ``--postgres-url`` (default ``postgres://root@127.0.0.1:5432/bench_later``);
+that database is dropped and created for every scenario run and dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+# The repository root first: this file's own directory would make ``bench`` this script.
+sys.path.insert(0, str(ROOT))
+SETTINGS_MODULE = "bench.bench_project.settings"
+NAMESPACE = "bench"  # LATER["NAMESPACE"] in bench_project.settings
+LATER = "later_django"
+DTDB = "django-tasks-db"
+SCENARIOS = ["enqueue", "enqueue_many", "drain", "latency", "rss"]
+BULK_BATCH = 1_000
+POLL_SECONDS = 0.1
+WORKER_START_TIMEOUT = 60.0
+PROBLEM_MARKERS = ("WARNING", "ERROR", "CRITICAL", "Traceback", "Exception")
+
+
+# --- the driver: one scenario of one system on one database, in its own process ---
+
+
+@dataclass
+class Workers:
+    """The worker processes of one system, their log files and their pids."""
+
+    processes: list[subprocess.Popen]
+    logs: list[Path]
+
+    def job_pids(self) -> list[int]:
+        """The processes that run jobs: later_django's forked children (the
+        supervisor only waits), django-tasks-db's db_worker processes."""
+        pids = []
+        for process in self.processes:
+            children = _children(process.pid)
+            pids.extend(children or [process.pid])
+        return pids
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = (entry / "stat").read_text()
+            # pid (comm) state ppid ...; comm may hold spaces, so split after ")".
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return sorted(found)
+
+
+def _peak_rss_mb(pid: int) -> float | None:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
+def start_workers(system: str, options: argparse.Namespace, log_dir: Path) -> Workers:
+    django_command = [sys.executable, "-m", "django"]
+    if system == LATER:
+        commands = [
+            [
+                *django_command,
+                "later_worker",
+                "--processes",
+                "2",
+                "--concurrency",
+                str(options.concurrency),
+                "--shutdown-timeout",
+                "10",
+            ]
+        ]
+    else:
+        commands = [
+            [
+                *django_command,
+                "db_worker",
+                "--interval",
+                str(options.dtdb_interval),
+                "--no-startup-delay",
+                "--no-reload",
+                "--worker-id",
+                f"bench-{n}",
+            ]
+            for n in range(2)
+        ]
+    processes, logs = [], []
+    for n, command in enumerate(commands):
+        log = log_dir / f"{options.label}-worker{n}.log"
+        with log.open("wb") as output:
+            processes.append(
+                subprocess.Popen(
+                    command,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=ROOT,
+                    start_new_session=True,
+                )
+            )
+        logs.append(log)
+    return Workers(processes, logs)
+
+
+def wait_until_ready(system: str, workers: Workers) -> float:
+    """Waits until both worker processes are looking for work; returns the seconds taken."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < WORKER_START_TIMEOUT:
+        for process, log in zip(workers.processes, workers.logs, strict=True):
+            if process.poll() is not None:
+                raise SystemExit(
+                    f"{system} worker exited with {process.returncode}:\n{log.read_text()[-3000:]}"
+                )
+        if system == LATER:
+            from later_django.clock import now_ms
+            from later_django.storage.django import DjangoStorage
+
+            live = DjangoStorage("default").workers_live(NAMESPACE, now_ms() - 60_000)
+            ready = len(live) >= 2
+        else:
+            ready = all("Starting worker" in log.read_text() for log in workers.logs)
+        if ready:
+            return time.perf_counter() - started
+        time.sleep(POLL_SECONDS)
+    raise SystemExit(f"{system} workers not ready after {WORKER_START_TIMEOUT:.0f} s")
+
+
+def stop_workers(workers: Workers) -> list[str]:
+    """SIGTERM (graceful), SIGKILL after 20 s; returns the log lines that look like trouble."""
+    job_pids = workers.job_pids()
+    for process in workers.processes:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    for process in workers.processes:
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for pid in [process.pid, *job_pids]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            process.wait()
+    problems = []
+    for log in workers.logs:
+        for line in log.read_text(errors="replace").splitlines():
+            if any(marker in line for marker in PROBLEM_MARKERS):
+                problems.append(line.strip())
+    return problems
+
+
+def finished_count(system: str) -> tuple[int, int]:
+    """(successful, failed) jobs, read cheaply."""
+    if system == LATER:
+        from later_django.storage.django import DjangoStorage
+
+        counts = DjangoStorage("default").job_index_stage_counts(NAMESPACE)
+        return counts.get("success", 0), counts.get("failed", 0)
+    from django.db.models import Count
+    from django_tasks_db.models import DBTaskResult
+
+    rows = (
+        DBTaskResult.objects.filter(status__in=["SUCCESSFUL", "FAILED"])
+        .values("status")
+        .annotate(n=Count("id"))
+    )
+    by_status = {row["status"]: row["n"] for row in rows}
+    return by_status.get("SUCCESSFUL", 0), by_status.get("FAILED", 0)
+
+
+def enqueue_batch(system: str, task: Any, calls: list[tuple[tuple, dict]]) -> list[Any]:
+    """One transaction: ``enqueue_many`` for later_django, a loop of ``enqueue`` otherwise."""
+    from django.db import transaction
+
+    if system == LATER:
+        from later_django.api import enqueue_many
+
+        with transaction.atomic():
+            return enqueue_many(task, calls)
+    with transaction.atomic():
+        return [task.enqueue(*args, **kwargs) for args, kwargs in calls]
+
+
+def wait_finished(system: str, expected: int, timeout: float) -> tuple[float, int, int]:
+    """Polls until ``expected`` jobs finished or ``timeout``; returns (seconds, success, failed)."""
+    started = time.perf_counter()
+    while True:
+        success, failed = finished_count(system)
+        elapsed = time.perf_counter() - started
+        if success + failed >= expected or elapsed >= timeout:
+            return elapsed, success, failed
+        time.sleep(POLL_SECONDS)
+
+
+def run_enqueue(system: str, options: argparse.Namespace) -> dict[str, Any]:
+    from django.db import transaction
+
+    from bench.bench_project.tasks import noop
+
+    jobs = options.enqueue_jobs
+    started = time.perf_counter()
+    for _ in range(jobs):
+        with transaction.atomic():
+            noop.enqueue()
+    seconds = time.perf_counter() - started
+    return {"value": jobs / seconds, "jobs": jobs, "seconds": round(seconds, 3)}
+
+
+def run_enqueue_many(system: str, options: argparse.Namespace) -> dict[str, Any]:
+    from bench.bench_project.tasks import noop
+
+    jobs = options.bulk_jobs
+    started = time.perf_counter()
+    for start in range(0, jobs, BULK_BATCH):
+        enqueue_batch(system, noop, [((), {})] * min(BULK_BATCH, jobs - start))
+    seconds = time.perf_counter() - started
+    return {"value": jobs / seconds, "jobs": jobs, "seconds": round(seconds, 3)}
+
+
+def run_drain(system: str, options: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
+    from bench.bench_project.tasks import noop
+
+    jobs = options.drain_jobs
+    workers = start_workers(system, options, log_dir)
+    try:
+        ready_s = wait_until_ready(system, workers)
+        started = time.perf_counter()
+        enqueue_batch(system, noop, [((), {})] * jobs)
+        publish_s = time.perf_counter() - started
+        seconds, success, failed = wait_finished(system, jobs, options.drain_timeout)
+        job_pids = workers.job_pids()
+        rss = {pid: _peak_rss_mb(pid) for pid in job_pids}
+        supervisor_rss = _peak_rss_mb(workers.processes[0].pid) if system == LATER else None
+        if supervisor_rss is not None:
+            rss[workers.processes[0].pid] = supervisor_rss
+    finally:
+        problems = stop_workers(workers)
+    done = success + failed
+    return {
+        "value": done / seconds,
+        "jobs": jobs,
+        "completed": done,
+        "failed": failed,
+        "timed_out": done < jobs,
+        "seconds": round(seconds, 3),
+        "publish_seconds": round(publish_s, 3),
+        "worker_start_seconds": round(ready_s, 3),
+        "rss_mb": max((value for value in rss.values() if value is not None), default=None),
+        "rss_job_processes_mb": sorted(
+            value for pid, value in rss.items() if value is not None and pid in job_pids
+        ),
+        "supervisor_rss_mb": supervisor_rss,
+        "worker_problems": problems,
+    }
+
+
+def run_latency(system: str, options: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
+    from django.db import transaction
+    from django.tasks import TaskResultStatus
+
+    from bench.bench_project.tasks import stamp
+
+    jobs, rate = options.latency_jobs, options.latency_rate
+    workers = start_workers(system, options, log_dir)
+    try:
+        wait_until_ready(system, workers)
+        sent: list[tuple[str, float]] = []
+        started = time.perf_counter()
+        for n in range(jobs):
+            pause = started + n / rate - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            enqueued_at = time.time()
+            with transaction.atomic():
+                result = stamp.enqueue(enqueued_at)
+            sent.append((result.id, enqueued_at))
+        send_s = time.perf_counter() - started
+        _, _, failed = wait_finished(system, jobs, timeout=60)
+    finally:
+        problems = stop_workers(workers)
+    latencies_ms = []
+    for result_id, enqueued_at in sent:
+        result = stamp.get_result(result_id)
+        if result.status == TaskResultStatus.SUCCESSFUL:
+            latencies_ms.append((result.return_value - enqueued_at) * 1000)
+    if len(latencies_ms) < 2:
+        raise SystemExit(f"{system}: only {len(latencies_ms)} of {jobs} latency jobs succeeded")
+    cuts = statistics.quantiles(latencies_ms, n=100, method="inclusive")
+    return {
+        "p50": cuts[49],
+        "p95": cuts[94],
+        "p99": cuts[98],
+        "max": max(latencies_ms),
+        "jobs": jobs,
+        "completed": len(latencies_ms),
+        "failed": failed,
+        "send_seconds": round(send_s, 3),
+        "worker_problems": problems,
+    }
+
+
+def driver(scenario: str, options: argparse.Namespace) -> None:
+    import django
+
+    django.setup()
+    log_dir = Path(options.log_dir)
+    system = os.environ["BENCH_SYSTEM"]
+    if scenario == "enqueue":
+        result = run_enqueue(system, options)
+    elif scenario == "enqueue_many":
+        result = run_enqueue_many(system, options)
+    elif scenario == "drain":
+        result = run_drain(system, options, log_dir)
+    else:
+        result = run_latency(system, options, log_dir)
+    print(json.dumps(result), flush=True)
+
+
+# --- the orchestrator: databases, drivers, figures ---
+
+
+def postgres_admin(url: str):  # type: ignore[no-untyped-def]
+    import dj_database_url
+    import psycopg
+
+    database = dj_database_url.parse(url)
+    connection = psycopg.connect(
+        host=database.get("HOST") or None,
+        port=database.get("PORT") or None,
+        user=database.get("USER") or None,
+        password=database.get("PASSWORD") or None,
+        dbname="postgres",
+        autocommit=True,
+    )
+    return connection, database["NAME"]
+
+
+@contextlib.contextmanager
+def fresh_database(db: str, options: argparse.Namespace, directory: Path, label: str):  # type: ignore[no-untyped-def]
+    """Yields the URL of an empty database, dropped (or deleted) afterwards."""
+    if db == "sqlite":
+        path = directory / f"{label}.sqlite3"
+        try:
+            yield f"sqlite:///{path}"
+        finally:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return
+    admin, name = postgres_admin(options.postgres_url)
+    quoted = '"' + name.replace('"', '""') + '"'
+    with admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {quoted} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {quoted}")
+        try:
+            yield options.postgres_url
+        finally:
+            admin.execute(f"DROP DATABASE IF EXISTS {quoted} WITH (FORCE)")
+
+
+def run_scenario(
+    system: str, db: str, scenario: str, options: argparse.Namespace, directory: Path, run: int
+) -> dict[str, Any]:
+    label = f"{scenario}-{system}-{run}"
+    with fresh_database(db, options, directory, label) as url:
+        env = {
+            **os.environ,
+            "BENCH_SYSTEM": system,
+            "BENCH_DATABASE_URL": url,
+            "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
+            "PYTHONPATH": os.pathsep.join(
+                [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+            ),
+        }
+        subprocess.run(
+            [sys.executable, "-m", "django", "migrate", "--verbosity", "0"],
+            env=env,
+            cwd=ROOT,
+            check=True,
+        )
+        forwarded = [
+            f"--{name.replace('_', '-')}={getattr(options, name)}"
+            for name in (
+                "enqueue_jobs",
+                "bulk_jobs",
+                "drain_jobs",
+                "drain_timeout",
+                "latency_jobs",
+                "latency_rate",
+                "concurrency",
+                "dtdb_interval",
+            )
+        ]
+        completed = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--driver",
+                scenario,
+                "--log-dir",
+                options.log_dir or str(directory),
+                "--label",
+                label,
+                *forwarded,
+            ],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            check=True,
+        )
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    for line in result.get("worker_problems", []):
+        print(f"[{system} {scenario} run {run + 1}] worker log: {line}", file=sys.stderr)
+    return result
+
+
+def better_ratio(later: float | None, other: float | None, higher_is_better: bool) -> float | None:
+    if not later or not other:
+        return None
+    return round(later / other if higher_is_better else other / later, 2)
+
+
+def figures(
+    scenario: str, system: str, results: list[dict[str, Any]], options: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """The JSON lines of one scenario for one system (before ratios)."""
+    base = {"system": system}
+    if system == LATER and scenario in ("drain", "latency", "rss"):
+        base["workers"] = f"later_worker --processes 2 --concurrency {options.concurrency}"
+    elif system == DTDB and scenario in ("drain", "latency", "rss"):
+        base["workers"] = f"2 x db_worker --interval {options.dtdb_interval}"
+    if system == DTDB and scenario in ("enqueue_many", "drain"):
+        base["note"] = (
+            "django-tasks-db has no bulk API: a loop of enqueue() in one transaction per batch"
+        )
+
+    def line(name: str, key: str, unit: str, higher: bool, **extra: Any) -> dict[str, Any]:
+        values = [result[key] for result in results]
+        usable = [value for value in values if value is not None]
+        value = statistics.median(usable) if usable else None
+        digits = 1 if unit in ("jobs/s", "MB") else 2
+        return {
+            "scenario": name,
+            "db": options.db,
+            **base,
+            "value": None if value is None else round(value, digits),
+            "unit": unit,
+            "runs": [None if v is None else round(v, digits) for v in values],
+            "higher_is_better": higher,
+            **extra,
+        }
+
+    if scenario in ("enqueue", "enqueue_many"):
+        return [line(scenario, "value", "jobs/s", True, jobs=results[0]["jobs"])]
+    if scenario == "drain":
+        return [
+            line(
+                "drain",
+                "value",
+                "jobs/s",
+                True,
+                jobs=results[0]["jobs"],
+                completed=[result["completed"] for result in results],
+                seconds=[result["seconds"] for result in results],
+                publish_seconds=[result["publish_seconds"] for result in results],
+                timed_out=any(result["timed_out"] for result in results),
+                failed=sum(result["failed"] for result in results),
+                timing="from the commit of the published jobs to the last finished; "
+                "workers started and idle before",
+                worker_problems=sum(len(result["worker_problems"]) for result in results),
+            )
+        ]
+    if scenario == "rss":
+        extra: dict[str, Any] = {
+            "job_processes_mb": [result["rss_job_processes_mb"] for result in results],
+            "drain_completed": [result["completed"] for result in results],
+            "measured": "the highest VmHWM of the worker command's processes at the end of "
+            "the drain (later_django: supervisor and its 2 forked workers)",
+        }
+        if system == LATER:
+            extra["supervisor_mb"] = [result["supervisor_rss_mb"] for result in results]
+        return [line("rss", "rss_mb", "MB", False, **extra)]
+    return [
+        line(
+            f"latency_{stat}",
+            stat,
+            "ms",
+            False,
+            jobs=results[0]["jobs"],
+            rate_per_s=options.latency_rate,
+            completed=[result["completed"] for result in results],
+            worker_problems=sum(len(result["worker_problems"]) for result in results),
+        )
+        for stat in ("p50", "p95", "p99")
+    ]
+
+
+def ensure_django_tasks_db() -> str:
+    """The installed django-tasks-db version, installing it from PyPI into this
+    interpreter's environment (the venv) first when it is missing."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("django-tasks-db")
+    except PackageNotFoundError:
+        print("--compare: installing django-tasks-db into this venv", file=sys.stderr)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "django-tasks-db"], check=True
+        )
+        return version("django-tasks-db")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--compare", action="store_true", help="also run django-tasks-db")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--enqueue-jobs", type=int, default=3_000)
+    parser.add_argument("--bulk-jobs", type=int, default=20_000)
+    parser.add_argument("--drain-jobs", type=int, default=20_000)
+    parser.add_argument("--drain-timeout", type=float, default=300.0)
+    parser.add_argument("--latency-jobs", type=int, default=500)
+    parser.add_argument("--latency-rate", type=float, default=50.0)
+    parser.add_argument("--concurrency", type=int, default=16, help="later_worker threads")
+    parser.add_argument("--dtdb-interval", type=float, default=0.1, help="db_worker --interval")
+    parser.add_argument("--postgres-url", default="postgres://root@127.0.0.1:5432/bench_later")
+    parser.add_argument("--driver", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--log-dir", help="keep the workers' logs here (default: a temporary directory)"
+    )
+    parser.add_argument("--label", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+
+    if options.driver:
+        driver(options.driver, options)
+        return
+
+    scenarios = [name.strip() for name in options.scenarios.split(",") if name.strip()]
+    unknown = sorted(set(scenarios) - set(SCENARIOS))
+    if unknown:
+        parser.error(f"unknown scenarios {unknown}; known: {SCENARIOS}")
+    systems = [LATER]
+    if options.compare:
+        dtdb_version = ensure_django_tasks_db()
+        systems.append(DTDB)
+    load = os.getloadavg()[0]
+    if load > 0.5:
+        print(
+            f"warning: load average {load:.2f} before the start: other processes are busy, "
+            "the figures will be noisy",
+            file=sys.stderr,
+        )
+    # The drain measures RSS too: run it once for either.
+    runs_of = [s for s in SCENARIOS if s in scenarios and s != "rss"]
+    if "rss" in scenarios and "drain" not in scenarios:
+        runs_of.insert(runs_of.index("latency") if "latency" in runs_of else len(runs_of), "drain")
+
+    with tempfile.TemporaryDirectory(prefix="later-bench-") as directory:
+        for scenario in runs_of:
+            results: dict[str, list[dict[str, Any]]] = {system: [] for system in systems}
+            for run in range(options.runs):
+                for system in systems:  # interleaved, so drift hits both alike
+                    results[system].append(
+                        run_scenario(system, options.db, scenario, options, Path(directory), run)
+                    )
+            reported = [scenario] if scenario != "drain" else []
+            if scenario == "drain":
+                reported = [name for name in ("drain", "rss") if name in scenarios]
+            for name in reported:
+                lines = {
+                    system: figures(name, system, results[system], options) for system in systems
+                }
+                for position, later_line in enumerate(lines[LATER]):
+                    print(json.dumps(later_line), flush=True)
+                    if DTDB in lines:
+                        other = lines[DTDB][position]
+                        other["version"] = dtdb_version
+                        other["ratio"] = better_ratio(
+                            later_line["value"], other["value"], later_line["higher_is_better"]
+                        )
+                        other["ratio_meaning"] = (
+                            "times better later_django is: later_django / django-tasks-db"
+                            if later_line["higher_is_better"]
+                            else "times better later_django is (lower is better): "
+                            "django-tasks-db / later_django"
+                        )
+                        print(json.dumps(other), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Settings and tasks of ``bench/bench.py``'s throw-away Django project."""

@@ -1,0 +1,51 @@
+"""Settings of the project ``bench/bench.py`` runs: one system, one throw-away database.
+
+Read from the environment (``bench.py`` sets them for its drivers and workers):
+
+* ``BENCH_SYSTEM``: ``later_django`` (``LaterBackend``, app ``later_django``) or
+  ``django-tasks-db`` (``django_tasks_db.DatabaseBackend``, app ``django_tasks_db``);
+  the ``default`` task backend either way, so ``bench_project.tasks`` serves both.
+* ``BENCH_DATABASE_URL``: ``sqlite:////abs/path.sqlite3`` or
+  ``postgres://root@127.0.0.1:5432/bench_later`` (dj-database-url form).
+
+SQLite gets the options later_django recommends and its tests use (WAL,
+``transaction_mode="IMMEDIATE"``, ``synchronous=NORMAL``, a 20 s busy timeout).
+Both systems keep their connections (``CONN_MAX_AGE``): django-tasks-db's worker
+calls ``close_old_connections()`` around every task, which with Django's default
+of 0 would reconnect for every task.
+"""
+
+import os
+
+import dj_database_url
+
+SYSTEM = os.environ.get("BENCH_SYSTEM", "later_django")
+if SYSTEM not in ("later_django", "django-tasks-db"):
+    raise ValueError(f"BENCH_SYSTEM must be later_django or django-tasks-db, got {SYSTEM!r}")
+
+SECRET_KEY = "later-django-bench-not-secret"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("BENCH_DATABASE_URL", "postgres://root@127.0.0.1:5432/bench_later"),
+        conn_max_age=600,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    }
+
+if SYSTEM == "later_django":
+    INSTALLED_APPS = ["later_django"]
+    TASKS = {"default": {"BACKEND": "later_django.backend.LaterBackend", "QUEUES": ["default"]}}
+    LATER = {"NAMESPACE": "bench"}
+else:
+    INSTALLED_APPS = ["django_tasks_db"]
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}

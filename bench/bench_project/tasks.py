@@ -1,0 +1,16 @@
+"""The benchmark's tasks, on the ``default`` backend of whichever system is configured."""
+
+import time
+
+from django.tasks import task
+
+
+@task
+def noop() -> None:
+    """Does nothing: the drain measures the job path alone."""
+
+
+@task
+def stamp(enqueued_at: float) -> float:
+    """Returns the wall-clock time at which it started (``enqueued_at`` rides along)."""
+    return time.time()
