@@ -36,6 +36,7 @@ class LaterSettings:
     )
     vacuum_interval_seconds: float | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    worker_synchronous_commit: bool = False
 
 
 def setting_problems(raw: Any) -> list[tuple[str, str]]:
@@ -95,6 +96,14 @@ def setting_problems(raw: Any) -> list[tuple[str, str]]:
                 f"got {vacuum!r}.",
             )
         )
+    synchronous = raw.get("WORKER_SYNCHRONOUS_COMMIT", False)
+    if not isinstance(synchronous, bool):
+        problems.append(
+            (
+                "later_django.E007",
+                f"LATER['WORKER_SYNCHRONOUS_COMMIT'] must be True or False, got {synchronous!r}.",
+            )
+        )
     retry = raw.get("RETRY", {})
     try:
         RetryPolicy.from_mapping(retry, "LATER['RETRY']")
@@ -124,6 +133,7 @@ def later_settings() -> LaterSettings:
         retention_seconds=retention,
         vacuum_interval_seconds=raw.get("VACUUM_INTERVAL"),
         retry=RetryPolicy.from_mapping(raw.get("RETRY", {}), "LATER['RETRY']"),
+        worker_synchronous_commit=raw.get("WORKER_SYNCHRONOUS_COMMIT", False),
     )
     # Keyed on the settings object itself: override_settings installs a new one.
     _cache = (raw, resolved)

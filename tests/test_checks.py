@@ -30,6 +30,7 @@ def test_default_settings_pass_every_check() -> None:
         ({"RETENTION": {"success": -1}}, "later_django.E004", "LATER['RETENTION']['success']"),
         ({"RETENTION": {"done": 5}}, "later_django.E004", "unknown key 'done'"),
         ({"VACUUM_INTERVAL": "daily"}, "later_django.E005", "LATER['VACUUM_INTERVAL']"),
+        ({"WORKER_SYNCHRONOUS_COMMIT": "yes"}, "later_django.E007", "WORKER_SYNCHRONOUS_COMMIT"),
     ],
 )
 def test_an_invalid_setting_is_reported_with_its_id_and_key(later, check_id, named) -> None:

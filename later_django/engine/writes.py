@@ -215,7 +215,8 @@ def _write_per_table(writes: JobWrites, using: str) -> list[JobRecord]:
     for sequence, delay_ms in writes.nacks:
         queue.nack(writes.ack_owner or "", [sequence], delay_ms)
     written = _write_records(storage, writes)
-    storage.apply_with_job_index([], namespace, writes.index_changes, savepoint=False)
+    if writes.index_changes:
+        storage.apply_with_job_index([], namespace, writes.index_changes, savepoint=False)
     if writes.leases_acquired:
         storage.lease_acquire_many(
             namespace,

@@ -1,0 +1,84 @@
+"""Finished jobs expire by ``LATER["RETENTION"]``; PostgreSQL wakes workers once per transaction."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.db import connections, transaction
+from django.tasks import TaskResultStatus
+from django.tasks.exceptions import TaskResultDoesNotExist
+from django.test import override_settings
+
+from later_django.clock import now_ms
+from later_django.engine.records import job_key
+from later_django.storage.sql.queue import WAKE_CHANNEL
+from tests.engine import tasks
+from tests.engine.support import NAMESPACE, result, run_until_finished
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+RETENTION = {"success": 60, "failed": 120}
+
+
+def expiry_of(alias: str, job_id: str) -> tuple[int | None, int | None]:
+    """``date_expire`` of the job's record and of its index row."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT date_expire FROM later_storage WHERE key = %s", [job_key(NAMESPACE, job_id)]
+        )
+        record = cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT date_expire FROM later_jobs_index WHERE namespace = %s AND job_id = %s",
+            [NAMESPACE, job_id],
+        )
+        index = cursor.fetchone()[0]
+    return record, index
+
+
+def test_finished_jobs_expire_by_the_retention_of_their_outcome(db_alias: str) -> None:
+    later = {"NAMESPACE": NAMESPACE, "DATABASE": db_alias, "RETENTION": RETENTION}
+    with override_settings(LATER=later):
+        before = now_ms()
+        succeeded = tasks.add.enqueue(1, 2)
+        failed = tasks.fail_once_without_retry.enqueue("no")
+        run_until_finished([succeeded.id, failed.id])
+        after = now_ms()
+
+        assert result(succeeded.id).status == TaskResultStatus.SUCCESSFUL
+        assert result(failed.id).status == TaskResultStatus.FAILED
+        for job, seconds in ((succeeded, 60), (failed, 120)):
+            record_expiry, index_expiry = expiry_of(db_alias, job.id)
+            assert before + seconds * 1000 <= record_expiry <= after + seconds * 1000
+            assert index_expiry == record_expiry
+
+        # Once expired, the job reads as gone (the sweep deletes the rows later).
+        with connections[db_alias].cursor() as cursor:
+            cursor.execute(
+                "UPDATE later_storage SET date_expire = %s WHERE key = %s",
+                [now_ms() - 1, job_key(NAMESPACE, succeeded.id)],
+            )
+        with pytest.raises(TaskResultDoesNotExist):
+            result(succeeded.id)
+
+
+def test_a_transaction_that_enqueues_ten_jobs_wakes_listeners_once(postgres_alias: str) -> None:
+    params = dict(connections[postgres_alias].get_connection_params())
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with (
+        override_settings(LATER={"NAMESPACE": NAMESPACE, "DATABASE": postgres_alias}),
+        psycopg.connect(**params, autocommit=True) as listener,
+    ):
+        listener.execute(f'LISTEN "{WAKE_CHANNEL}"')
+        with transaction.atomic(using=postgres_alias):
+            for number in range(10):
+                tasks.add.enqueue(number, number)
+            tasks.add.using(queue_name="emails").enqueue(1, 1)
+        with transaction.atomic(using=postgres_alias):
+            tasks.add.enqueue(0, 0)
+        received = list(listener.notifies(timeout=1.0))
+
+    assert [(note.channel, note.payload) for note in received] == [
+        (WAKE_CHANNEL, NAMESPACE),
+        (WAKE_CHANNEL, NAMESPACE),
+    ], "one notification per committed transaction"
