@@ -56,20 +56,11 @@ class ExecutionStore(AliasBound):
         if not leases:
             return
         runner = self._execution_sql
-        ordered = sorted(leases)
         if runner.vendor == "postgresql":
-            runner.execute(
-                "lease_insert_many",
-                [
-                    namespace,
-                    owner,
-                    started_at_ms,
-                    [job_id for job_id, _, _ in ordered],
-                    [until for _, until, _ in ordered],
-                    [attempt for _, _, attempt in ordered],
-                ],
-            )
+            with runner.cursor() as cursor:
+                cursor.execute(*self.lease_acquire_part(namespace, owner, started_at_ms, leases))
         else:
+            ordered = sorted(leases)
             runner.execute_values(
                 "lease_insert_many",
                 [

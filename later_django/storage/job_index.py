@@ -134,21 +134,22 @@ class JobIndexStore(AliasBound):
         One statement for the batch (SQLite splits a batch above its bound-variable
         limit, about 2,300 rows). A job given twice keeps its highest revision.
         """
-        unique = _newest_revision_per_job(rows)
-        if not unique:
-            return
         sql = self._index_sql
         if sql.vendor == "postgresql":
-            # One array per column: the rows transposed.
-            columns = zip(*map(self._row_values, unique), strict=True)
-            sql.execute("upsert", [namespace, *map(list, columns)])
+            part = self.job_index_upsert_part(namespace, rows)
+            if part is not None:
+                with sql.cursor() as cursor:
+                    cursor.execute(*part)
             return
-        sql.execute_values("upsert", [[namespace, *self._row_values(row)] for row in unique])
+        unique = _newest_revision_per_job(rows)
+        if unique:
+            sql.execute_values("upsert", [[namespace, *self._row_values(row)] for row in unique])
 
     def job_index_upsert_part(
         self, namespace: str, rows: Sequence[JobIndexRow]
     ) -> tuple[str, list[Any]] | None:
-        """PostgreSQL: the statement and parameters of ``job_index_upsert``."""
+        """PostgreSQL: the statement and parameters of ``job_index_upsert`` (one array
+        per column: the rows transposed), or ``None`` when there is nothing to write."""
         unique = _newest_revision_per_job(rows)
         if not unique:
             return None

@@ -88,6 +88,18 @@ def expire_at_ms(now: int, ttl_seconds: float | None) -> int | None:
     return now + round(ttl_seconds * 1000)
 
 
+def _postgres_set_params(sets: Sequence[Set], now: int) -> list[Any]:
+    """The parameters of PostgreSQL's ``set_many``: ``now`` and one array per column,
+    in key order (the lock order of concurrent batches)."""
+    ordered = sorted(sets, key=lambda operation: operation.key)
+    return [
+        now,
+        [operation.key for operation in ordered],
+        [operation.value for operation in ordered],
+        [expire_at_ms(now, operation.ttl_seconds) for operation in ordered],
+    ]
+
+
 @dataclass(frozen=True)
 class SetRun:
     """Consecutive ``Set`` operations, the last one per key, in key order."""
@@ -227,13 +239,7 @@ class KeyValueStore(AliasBound):
 
     def set_many_part(self, sets: Sequence[Set], now: int) -> tuple[str, list[Any]]:
         """PostgreSQL: the statement and parameters that upsert ``sets`` (distinct keys)."""
-        ordered = sorted(sets, key=lambda operation: operation.key)
-        return self._kv_sql.sql("set_many"), [
-            now,
-            [operation.key for operation in ordered],
-            [operation.value for operation in ordered],
-            [expire_at_ms(now, operation.ttl_seconds) for operation in ordered],
-        ]
+        return self._kv_sql.sql("set_many"), _postgres_set_params(sets, now)
 
     def delete_many_part(self, keys: Sequence[str]) -> tuple[str, list[Any]]:
         """PostgreSQL: the statement and parameters that delete ``keys``."""
@@ -247,23 +253,14 @@ class KeyValueStore(AliasBound):
     def _set_many(runner: SqlRunner, sets: list[Set], now: int) -> None:
         """Upserts every ``Set`` of a run in one statement (SQLite: one per chunk of
         its bound-variable limit)."""
-        expires = [expire_at_ms(now, operation.ttl_seconds) for operation in sets]
         if runner.vendor == "postgresql":
-            runner.execute(
-                "set_many",
-                [
-                    now,
-                    [operation.key for operation in sets],
-                    [operation.value for operation in sets],
-                    expires,
-                ],
-            )
+            runner.execute("set_many", _postgres_set_params(sets, now))
         else:
             runner.execute_values(
                 "set_many",
                 [
-                    [operation.key, operation.value, now, expire]
-                    for operation, expire in zip(sets, expires, strict=True)
+                    [operation.key, operation.value, now, expire_at_ms(now, operation.ttl_seconds)]
+                    for operation in sets
                 ],
             )
 

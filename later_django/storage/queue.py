@@ -68,16 +68,13 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         later time defers the messages. Raises ``ValueError`` for an empty
         ``queue_name`` or a ``priority`` outside -100..100, before writing anything.
         """
-        _check_queue_name(queue_name)
-        _check_priority(priority)
-        blobs = [_payload_bytes(payload) for payload in payloads]
+        params: list[Any] = _publish_params(
+            namespace, queue_name, payloads, priority, available_at_ms
+        )
+        namespace, queue_name, priority, available_at, blobs = params
         if not blobs:
             return []
-        available_at = (
-            now_ms() if available_at_ms is None else _int("available_at_ms", available_at_ms)
-        )
         if self._sql.vendor == "postgresql":
-            params: list[Any] = [namespace, queue_name, priority, available_at, blobs]
             if notify is not None:
                 params.append(notify)
             rows = self._sql.fetch_all("publish_notify" if notify else "publish", params)
@@ -93,13 +90,9 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         available_at_ms: int | None = None,
     ) -> tuple[str, list[Any]]:
         """PostgreSQL: the statement and parameters of ``publish`` (validated alike)."""
-        _check_queue_name(queue_name)
-        _check_priority(priority)
-        blobs = [_payload_bytes(payload) for payload in payloads]
-        available_at = (
-            now_ms() if available_at_ms is None else _int("available_at_ms", available_at_ms)
+        return self._sql.sql("publish"), _publish_params(
+            namespace, queue_name, payloads, priority, available_at_ms
         )
-        return self._sql.sql("publish"), [namespace, queue_name, priority, available_at, blobs]
 
     def ack_part(self, owner: str, sequences: Sequence[int]) -> tuple[str, list[Any]]:
         """PostgreSQL: the statement and parameters of ``ack``."""
@@ -233,6 +226,22 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
             row = self._sql.fetch_one("depth_of_queue", [namespace, queue_name])
         # PostgreSQL sums bigint into numeric; a negative total cannot be a depth.
         return max(0, int(row[0])) if row else 0
+
+
+def _publish_params(
+    namespace: str,
+    queue_name: str,
+    payloads: Sequence[bytes],
+    priority: int,
+    available_at_ms: int | None,
+) -> list[Any]:
+    """``[namespace, queue_name, priority, available_at, blobs]`` for a publish, after
+    the checks (``ValueError`` for an empty queue name or a priority out of range)."""
+    _check_queue_name(queue_name)
+    _check_priority(priority)
+    blobs = [_payload_bytes(payload) for payload in payloads]
+    available_at = now_ms() if available_at_ms is None else _int("available_at_ms", available_at_ms)
+    return [namespace, queue_name, priority, available_at, blobs]
 
 
 def _claimed_message(row: Sequence[Any]) -> ClaimedMessage:
