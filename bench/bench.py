@@ -392,18 +392,11 @@ def driver(scenario: str, options: argparse.Namespace) -> None:
 
 def postgres_admin(url: str):  # type: ignore[no-untyped-def]
     import dj_database_url
-    import psycopg
+
+    from bench.django_setup import admin_connection
 
     database = dj_database_url.parse(url)
-    connection = psycopg.connect(
-        host=database.get("HOST") or None,
-        port=database.get("PORT") or None,
-        user=database.get("USER") or None,
-        password=database.get("PASSWORD") or None,
-        dbname="postgres",
-        autocommit=True,
-    )
-    return connection, database["NAME"]
+    return admin_connection(database), database["NAME"]
 
 
 @contextlib.contextmanager

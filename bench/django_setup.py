@@ -55,18 +55,24 @@ def configure_django(db: str, sqlite_path: str, *, rebuild_tables: bool) -> None
         call_command("migrate", "later_django", verbosity=0)
 
 
-def ensure_postgres_database(database: dict) -> None:
-    """Creates the benchmark database when the server does not have it yet."""
+def admin_connection(database: dict):  # type: ignore[no-untyped-def]
+    """An autocommit psycopg connection to the server's ``postgres`` database, with
+    the credentials of the Django ``database`` settings (to create and drop others)."""
     import psycopg
 
-    with psycopg.connect(
+    return psycopg.connect(
         host=database.get("HOST") or None,
         port=database.get("PORT") or None,
         user=database.get("USER") or None,
         password=database.get("PASSWORD") or None,
         dbname="postgres",
         autocommit=True,
-    ) as admin:
+    )
+
+
+def ensure_postgres_database(database: dict) -> None:
+    """Creates the benchmark database when the server does not have it yet."""
+    with admin_connection(database) as admin:
         exists = admin.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", [database["NAME"]]
         ).fetchone()

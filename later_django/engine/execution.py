@@ -30,6 +30,7 @@ from later_django.engine.records import (
     children_key,
     decode_record,
     job_key,
+    read_records,
 )
 from later_django.engine.registry import UnregisteredTaskError, resolve_task
 from later_django.engine.retry import RetryPolicy
@@ -255,32 +256,21 @@ def release_children(
         )
         if not ranges:
             return
-        by_parent = {parent.job_id: parent for parent in parents}
-        child_ids = {
-            member.decode(): key[len(namespace) + 5 : -5]
+        parent_of_range = {children_key(namespace, parent.job_id): parent for parent in parents}
+        parent_of_child = {
+            member.decode(): parent_of_range[key]
             for key, members in ranges.items()
             for member in members
         }
-        raws = storage.get_many([job_key(namespace, child) for child in sorted(child_ids)])
+        children = read_records(storage, namespace, sorted(parent_of_child))
+        writes.other_operations += [RangeClear(key) for key in sorted(ranges)]
         newly_finished: list[JobRecord] = []
-        for key in sorted(ranges):
-            writes.other_operations.append(RangeClear(key))
-        for child_id, parent_id in sorted(child_ids.items()):
-            raw = raws.get(job_key(namespace, child_id))
-            if raw is None:
-                continue
-            try:
-                child = decode_record(raw)
-            except RecordDecodeError:
-                logger.error(
-                    "continuation %s of %s cannot be decoded; left as is", child_id, parent_id
-                )
-                continue
+        for child_id, child in sorted(children.items()):
             if child.stage != stages.WAITING:
                 continue
-            parent = by_parent[parent_id]
+            parent = parent_of_child[child_id]
             if parent.stage == stages.FAILED and child.run_on == "success":
-                moves.fail_waiting(writes, child, now, f"parent {parent_id} failed", settings)
+                moves.fail_waiting(writes, child, now, f"parent {parent.job_id} failed", settings)
                 newly_finished.append(child)
             else:
                 moves.make_ready(writes, child, now)

@@ -51,16 +51,31 @@ class MetricsAccumulator:
         self._last_flush = time.monotonic()
 
     def add(self, namespace: str, using: str, batch: MetricsBatch) -> None:
+        self._add_sums(
+            namespace,
+            using,
+            [(stage, at_ms, 1) for stage, at_ms in batch.transitions],
+            [(mode, at_ms, 1, wait_ms, wait_ms) for mode, wait_ms, at_ms in batch.waits],
+        )
+
+    def _add_sums(
+        self,
+        namespace: str,
+        using: str,
+        transitions: list[tuple[str, int, int]],
+        waits: list[tuple[str, int, int, int, int]],
+    ) -> None:
+        """Adds ``(stage, at_ms, count)`` and ``(mode, at_ms, count, sum_ms, max_ms)``."""
         with self._lock:
-            transitions = self._transitions[(namespace, using)]
-            for stage, at_ms in batch.transitions:
-                transitions[(stage, minute_bucket(at_ms))] += 1
-            waits = self._waits[(namespace, using)]
-            for mode, wait_ms, at_ms in batch.waits:
-                entry = waits.setdefault((mode, minute_bucket(at_ms)), [0, 0, 0])
-                entry[0] += 1
-                entry[1] += wait_ms
-                entry[2] = max(entry[2], wait_ms)
+            counts = self._transitions[(namespace, using)]
+            for stage, at_ms, count in transitions:
+                counts[(stage, minute_bucket(at_ms))] += count
+            sums = self._waits[(namespace, using)]
+            for mode, at_ms, count, total, longest in waits:
+                entry = sums.setdefault((mode, minute_bucket(at_ms)), [0, 0, 0])
+                entry[0] += count
+                entry[1] += total
+                entry[2] = max(entry[2], longest)
 
     def take(self) -> dict[tuple[str, str], JobIndexMetricsBatch]:
         """Empties the accumulator; returns one storage batch per (namespace, alias)."""
@@ -85,23 +100,7 @@ class MetricsAccumulator:
     def restore(self, batches: dict[tuple[str, str], JobIndexMetricsBatch]) -> None:
         """Puts back batches that could not be written (the database was away)."""
         for (namespace, using), batch in batches.items():
-            self.add(
-                namespace,
-                using,
-                MetricsBatch(
-                    transitions=[
-                        (stage, at) for stage, at, count in batch.transitions for _ in range(count)
-                    ],
-                    waits=[],
-                ),
-            )
-            with self._lock:
-                waits = self._waits[(namespace, using)]
-                for mode, at, count, total, longest in batch.waits:
-                    entry = waits.setdefault((mode, minute_bucket(at)), [0, 0, 0])
-                    entry[0] += count
-                    entry[1] += total
-                    entry[2] = max(entry[2], longest)
+            self._add_sums(namespace, using, batch.transitions, batch.waits)
 
     def seconds_since_flush(self) -> float:
         return time.monotonic() - self._last_flush

@@ -12,9 +12,8 @@ from django.db import transaction
 
 from later_django.clock import now_ms
 from later_django.engine import moves, stages
-from later_django.engine.records import decode_record, due_scan_bounds, job_id_of_due_key, job_key
+from later_django.engine.records import due_scan_bounds, job_id_of_due_key, read_records
 from later_django.engine.writes import JobWrites, commit
-from later_django.exceptions import RecordDecodeError
 from later_django.storage.django import DjangoStorage
 from later_django.storage.types import Delete
 
@@ -33,20 +32,12 @@ def promote_due(*, using: str, namespace: str, limit: int = PROMOTION_BATCH) -> 
         keys = storage.key_scan(start, stop, limit)
         if not keys:
             return 0
-        job_ids = {key: job_id_of_due_key(key) for key in keys}
-        raws = storage.get_many_for_update(
-            [job_key(namespace, job_id) for job_id in job_ids.values()]
+        records = read_records(
+            storage, namespace, [job_id_of_due_key(key) for key in keys], for_update=True
         )
         writes = JobWrites(namespace)
         writes.other_operations += [Delete(key) for key in keys]
-        for _key, job_id in job_ids.items():
-            raw = raws.get(job_key(namespace, job_id))
-            if raw is None:
-                continue
-            try:
-                record = decode_record(raw)
-            except RecordDecodeError:
-                continue  # a worker fails it with the reason when it meets it
+        for record in records.values():
             if record.stage in (stages.DELAYED, stages.REQUEUED):
                 moves.make_ready(writes, record, now)
         commit(writes, using)

@@ -19,6 +19,8 @@ Storage keys (all prefixed by the namespace, so namespaces never meet):
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,6 +28,8 @@ import msgpack
 from ulid import ULID
 
 from later_django.exceptions import RecordDecodeError
+
+logger = logging.getLogger("later_django.engine")
 
 RECORD_FORMAT_VERSION = 1
 _DUE_DIGITS = 15
@@ -205,3 +209,21 @@ def decode_record(data: bytes) -> JobRecord:
     if not isinstance(record.args, list) or not isinstance(record.kwargs, dict):
         raise RecordDecodeError("job record args must be a list and kwargs a map")
     return record
+
+
+def read_records(
+    storage: Any, namespace: str, job_ids: Iterable[str], *, for_update: bool = False
+) -> dict[str, JobRecord]:
+    """The decoded records of those of ``job_ids`` that exist, by job id, read in one
+    statement from ``storage`` (with row locks when ``for_update``). A record that
+    cannot be decoded is logged and left out: the worker that meets its message
+    fails the job with the reason."""
+    keys = {job_key(namespace, job_id): job_id for job_id in job_ids}
+    read = storage.get_many_for_update if for_update else storage.get_many
+    records: dict[str, JobRecord] = {}
+    for key, raw in read(list(keys)).items():
+        try:
+            records[keys[key]] = decode_record(raw)
+        except RecordDecodeError as error:
+            logger.error("job %s: %s; left for a worker to fail", keys[key], error)
+    return records

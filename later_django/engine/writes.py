@@ -195,9 +195,7 @@ def _write_combined(writes: JobWrites, using: str) -> list[JobRecord]:
         statement.add(
             *storage.lease_release_part(namespace, writes.lease_owner or "", writes.leases_released)
         )
-    for (queue_name, priority, available_at), payloads in sorted(
-        writes.publishes.items(), key=lambda item: (item[0][0], item[0][1])
-    ):
+    for (queue_name, priority, available_at), payloads in _publish_groups(writes):
         statement.add(*queue.publish_part(namespace, queue_name, payloads, priority, available_at))
     notify = namespace if writes.publishes and _wants_notification(using) else None
     _forget_written(writes)
@@ -226,9 +224,7 @@ def _write_per_table(writes: JobWrites, using: str) -> list[JobRecord]:
         )
     if writes.leases_released:
         storage.lease_release_many(namespace, writes.lease_owner or "", writes.leases_released)
-    for (queue_name, priority, available_at), payloads in sorted(
-        writes.publishes.items(), key=lambda item: (item[0][0], item[0][1])
-    ):
+    for (queue_name, priority, available_at), payloads in _publish_groups(writes):
         queue.publish(
             namespace,
             queue_name,
@@ -239,6 +235,14 @@ def _write_per_table(writes: JobWrites, using: str) -> list[JobRecord]:
         )
     _forget_written(writes)
     return written
+
+
+def _publish_groups(
+    writes: JobWrites,
+) -> list[tuple[tuple[str, int, int | None], list[bytes]]]:
+    """The messages to publish, one group per (queue, priority, available_at), in
+    queue and priority order."""
+    return sorted(writes.publishes.items(), key=lambda item: (item[0][0], item[0][1]))
 
 
 def _forget_written(writes: JobWrites) -> None:

@@ -107,6 +107,7 @@ class Worker:
         self._last_promotion = 0.0
         self._watch: SqliteChangeWatch | None = None
         self._session_prepared_for: object = None
+        self._last_claim_was_full = False
 
     # --- life cycle ---
 
@@ -202,7 +203,11 @@ class Worker:
         logger.warning("database error (%s); retrying in %.2fs", error, delay)
         with contextlib.suppress(Exception):
             connections[self.using].close()
-        self.stopping.wait(delay) if not self.stopping.is_set() else time.sleep(delay)
+        # Once stopping, the event is set and would not wait: sleep instead.
+        if self.stopping.is_set():
+            time.sleep(delay)
+        else:
+            self.stopping.wait(delay)
 
     # --- the loop ---
 
@@ -264,16 +269,23 @@ class Worker:
         if free <= 0:
             return 0
         queue = SqlDeliveryQueue(self.using)
-        # SQLite: a read that takes no lock before the claim, which takes the write lock.
-        if self._watch is not None and not queue.has_ready(self.namespace, self.options.queues):
+        # SQLite: a read that takes no lock before the claim, which takes the write
+        # lock; skipped right after a full batch, when more is most likely waiting.
+        if (
+            self._watch is not None
+            and not self._last_claim_was_full
+            and not queue.has_ready(self.namespace, self.options.queues)
+        ):
             return 0
+        batch_size = min(CLAIM_BATCH, free)
         messages = queue.claim(
             self.namespace,
             self.options.queues,
             self.worker_id,
             self.lease_ms,
-            batch_size=min(CLAIM_BATCH, free),
+            batch_size=batch_size,
         )
+        self._last_claim_was_full = len(messages) == batch_size
         if not messages:
             return 0
         self.claimed_total += len(messages)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 from django.db import connections
 
@@ -24,6 +25,20 @@ logger = logging.getLogger("later_django.worker")
 
 #: How often a waiting SQLite worker reads ``PRAGMA data_version``.
 SQLITE_POLL_SECONDS = 0.005
+
+
+def listening_connection(using: str) -> Any:
+    """A new autocommit psycopg connection to the database of ``using``, already in
+    ``LISTEN later_django`` (its own session: Django's connection is left alone)."""
+    import psycopg
+
+    params = dict(connections[using].get_connection_params())
+    # Django's cursor class and adapters context belong to its own connection.
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    connection = psycopg.connect(**params, autocommit=True)
+    connection.execute(f'LISTEN "{WAKE_CHANNEL}"')
+    return connection
 
 
 class PostgresListener(threading.Thread):
@@ -38,16 +53,10 @@ class PostgresListener(threading.Thread):
         self.listening = threading.Event()
 
     def run(self) -> None:
-        import psycopg
-
         delay = 0.1
         while not self.stop.is_set():
             try:
-                params = connections[self.using].get_connection_params()
-                params.pop("cursor_factory", None)
-                params.pop("context", None)
-                with psycopg.connect(**params, autocommit=True) as connection:
-                    connection.execute(f'LISTEN "{WAKE_CHANNEL}"')
+                with listening_connection(self.using) as connection:
                     self.listening.set()
                     # A notification may have been missed while reconnecting.
                     self.wake.set()

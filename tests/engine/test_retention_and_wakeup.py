@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 from django.db import connections, transaction
 from django.tasks import TaskResultStatus
@@ -12,6 +11,7 @@ from django.test import override_settings
 from later_django.clock import now_ms
 from later_django.engine.records import job_key
 from later_django.storage.sql.queue import WAKE_CHANNEL
+from later_django.worker.wakeup import listening_connection
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_until_finished
 
@@ -64,14 +64,10 @@ def test_finished_jobs_expire_by_the_retention_of_their_outcome(db_alias: str) -
 
 
 def test_a_transaction_that_enqueues_ten_jobs_wakes_listeners_once(postgres_alias: str) -> None:
-    params = dict(connections[postgres_alias].get_connection_params())
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
     with (
         override_settings(LATER={"NAMESPACE": NAMESPACE, "DATABASE": postgres_alias}),
-        psycopg.connect(**params, autocommit=True) as listener,
+        listening_connection(postgres_alias) as listener,
     ):
-        listener.execute(f'LISTEN "{WAKE_CHANNEL}"')
         with transaction.atomic(using=postgres_alias):
             for number in range(10):
                 tasks.add.enqueue(number, number)
