@@ -23,6 +23,11 @@ DEFAULT_NAMESPACE = "default"
 #: namespace's keys can fall inside another's prefix range.
 NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9_.]{1,200}")
 DEFAULT_RETENTION_SECONDS = {"success": 86_400, "failed": 7 * 86_400}
+#: Topic names: stored in table columns (never in keys); names starting with
+#: ``__later`` are reserved for later_django's own topics.
+TOPIC_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
+RESERVED_TOPIC_PREFIX = "__later"
+MAX_TOPIC_PARTITIONS = 4096
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,44 @@ class LaterSettings:
     vacuum_interval_seconds: float | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     worker_synchronous_commit: bool = False
+    #: topic name → fixed partition count (``LATER["TOPICS"]``).
+    topics: dict[str, int] = field(default_factory=dict)
+
+
+def topic_problems(raw_topics: Any) -> list[str]:
+    """Messages for every invalid entry of ``LATER["TOPICS"]`` (check later_django.E008)."""
+    if not isinstance(raw_topics, dict):
+        return [f"LATER['TOPICS'] must be a dict of topic name to options, got {raw_topics!r}."]
+    problems = []
+    for name, options in raw_topics.items():
+        if not isinstance(name, str) or not TOPIC_NAME_PATTERN.fullmatch(name):
+            problems.append(
+                f"LATER['TOPICS'] key {name!r} must be 1 to 200 letters, digits, "
+                f"'_', '.', ':' or '-'."
+            )
+            continue
+        if name.startswith(RESERVED_TOPIC_PREFIX):
+            problems.append(
+                f"LATER['TOPICS'] key {name!r} starts with {RESERVED_TOPIC_PREFIX!r}, "
+                f"which is reserved for later_django's own topics."
+            )
+            continue
+        partitions = options.get("partitions") if isinstance(options, dict) else None
+        if (
+            isinstance(partitions, bool)
+            or not isinstance(partitions, int)
+            or not 1 <= partitions <= MAX_TOPIC_PARTITIONS
+        ):
+            problems.append(
+                f"LATER['TOPICS'][{name!r}] must be a dict with 'partitions': an integer "
+                f"from 1 to {MAX_TOPIC_PARTITIONS}, got {options!r}."
+            )
+        elif unknown := sorted(set(options) - {"partitions"}):
+            problems.append(
+                f"LATER['TOPICS'][{name!r}] has unknown option(s) {unknown}; "
+                f"allowed: ['partitions']."
+            )
+    return problems
 
 
 def setting_problems(raw: Any) -> list[tuple[str, str]]:
@@ -104,6 +147,9 @@ def setting_problems(raw: Any) -> list[tuple[str, str]]:
                 f"LATER['WORKER_SYNCHRONOUS_COMMIT'] must be True or False, got {synchronous!r}.",
             )
         )
+    problems.extend(
+        ("later_django.E008", message) for message in topic_problems(raw.get("TOPICS", {}))
+    )
     retry = raw.get("RETRY", {})
     try:
         RetryPolicy.from_mapping(retry, "LATER['RETRY']")
@@ -134,6 +180,7 @@ def later_settings() -> LaterSettings:
         vacuum_interval_seconds=raw.get("VACUUM_INTERVAL"),
         retry=RetryPolicy.from_mapping(raw.get("RETRY", {}), "LATER['RETRY']"),
         worker_synchronous_commit=raw.get("WORKER_SYNCHRONOUS_COMMIT", False),
+        topics={name: options["partitions"] for name, options in raw.get("TOPICS", {}).items()},
     )
     # Keyed on the settings object itself: override_settings installs a new one.
     _cache = (raw, resolved)
