@@ -46,6 +46,10 @@ if SYSTEM == "later_django":
     INSTALLED_APPS = ["later_django"]
     TASKS = {"default": {"BACKEND": "later_django.backend.LaterBackend", "QUEUES": ["default"]}}
     LATER = {"NAMESPACE": "bench"}
+    if os.environ.get("BENCH_TOPICS"):  # partition_drain: the topics, as JSON
+        import json
+
+        LATER["TOPICS"] = json.loads(os.environ["BENCH_TOPICS"])
 else:
     INSTALLED_APPS = ["django_tasks_db"]
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}

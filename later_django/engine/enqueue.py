@@ -18,8 +18,9 @@ from django.db import transaction
 
 from later_django.clock import now_ms
 from later_django.conf import later_settings
-from later_django.engine import metrics, moves, stages
+from later_django.engine import metrics, moves, partitions, stages
 from later_django.engine.records import JobRecord, children_key, decode_record, job_key, new_job_id
+from later_django.engine.topics import TopicLayoutMismatch
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import LaterError
 from later_django.storage.django import DjangoStorage
@@ -46,6 +47,12 @@ class NewJob:
     retry: dict[str, Any] | None = None
     parent_job_id: str | None = None
     run_on: str | None = None
+    #: The topic whose partition orders this job (``None``: an ordinary job).
+    topic: str | None = None
+    #: Chooses the partition of ``topic`` (see ``engine.topics.partition_for_key``).
+    partition_key: str | bytes | int | None = None
+    #: The recurring schedule that made this job, copied to the record.
+    recurring_id: str | None = None
 
 
 def enqueue_jobs(jobs: Sequence[NewJob], *, using: str, namespace: str) -> list[JobRecord]:
@@ -56,6 +63,14 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, using: str, namespace: str) -> list[
     enqueued at once, or fails with ``parent <id> failed`` when the parent
     failed and ``run_on`` is ``success``); the rest start ``enqueued``.
     Raises ``ParentNotFound`` (writing nothing) for an unknown parent.
+
+    A job with a ``topic`` goes to the partition its ``partition_key`` routes to
+    (``TopicNotConfigured`` before anything is written when the topic is not in
+    ``LATER["TOPICS"]``, ``TopicLayoutMismatch`` when its stored partition count
+    differs) and gets the partition's next sequence in this transaction. A
+    continuation of a partitioned parent joins the parent's topic and partition
+    (whatever its own topic), behind the parent, so it runs after the parent and
+    before anything enqueued to that partition later.
     """
     if not jobs:
         return []
@@ -63,19 +78,34 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, using: str, namespace: str) -> list[
     now = now_ms()
     writes = JobWrites(namespace)
     records: list[JobRecord] = []
-    missing: ParentNotFound | None = None
+    missing: LaterError | None = None
+    # Routing first: an unknown topic raises before anything is read or written.
+    routes = [partitions.route(job, settings) if job.topic is not None else None for job in jobs]
     has_parents = any(job.parent_job_id is not None for job in jobs)
-    # Without parents to read there is one write (on PostgreSQL one statement,
+    needs_transaction = has_parents or any(route is not None for route in routes)
+    # Without parents or partitions there is one write (on PostgreSQL one statement,
     # atomic by itself), which commit() wraps in a transaction when it needs one.
-    with transaction.atomic(using=using, savepoint=False) if has_parents else nullcontext():
+    with transaction.atomic(using=using, savepoint=False) if needs_transaction else nullcontext():
         try:
             parents = _parents(jobs, using, namespace)
-        except ParentNotFound as error:
+            placements = _placements(jobs, routes, parents)
+            sequences = iter(
+                partitions.allocate_sequences(
+                    [placement for placement in placements if placement is not None],
+                    using=using,
+                    namespace=namespace,
+                    settings=settings,
+                )
+            )
+        except (ParentNotFound, TopicLayoutMismatch) as error:
             # Raised below, after the block: raised through it, it would mark the
-            # caller's transaction for rollback although nothing was written.
-            missing, parents, jobs = error, {}, ()
-        for job in jobs:
+            # caller's transaction for rollback although no job was written.
+            missing, parents, jobs, placements = error, {}, (), []
+        for job, placement in zip(jobs, placements, strict=True):
             record = _new_record(job, namespace, now)
+            if placement is not None:
+                record.topic, record.partition_id = placement
+                record.sequence = next(sequences)
             records.append(record)
             if job.parent_job_id is None:
                 moves.place_new(writes, record, now)
@@ -89,12 +119,37 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, using: str, namespace: str) -> list[
             elif parent.stage == stages.FAILED and job.run_on == "success":
                 moves.fail_waiting(writes, record, now, f"parent {parent.job_id} failed", settings)
             else:
+                if placement is not None:
+                    # Enters its partition waiting, then is ready at once.
+                    moves.place_new(writes, record, now)
                 moves.make_ready(writes, record, now)
         writes.after_commit.append(metrics.flush_if_due)
         commit(writes, using)
     if missing is not None:
         raise missing
     return records
+
+
+def _placements(
+    jobs: Sequence[NewJob],
+    routes: Sequence[int | None],
+    parents: dict[str, JobRecord],
+) -> list[tuple[str, int] | None]:
+    """Each job's ``(topic, partition_id)``, or None: its own route, or its
+    partitioned parent's partition. A child that fails at once (its parent failed)
+    enters no partition."""
+    placements: list[tuple[str, int] | None] = []
+    for job, route in zip(jobs, routes, strict=True):
+        parent = parents.get(job.parent_job_id) if job.parent_job_id is not None else None
+        if parent is not None and parent.stage == stages.FAILED and job.run_on == "success":
+            placements.append(None)
+        elif parent is not None and parent.topic is not None and parent.partition_id is not None:
+            placements.append((parent.topic, parent.partition_id))
+        elif job.topic is not None and route is not None:
+            placements.append((job.topic, route))
+        else:
+            placements.append(None)
+    return placements
 
 
 def _new_record(job: NewJob, namespace: str, now: int) -> JobRecord:
@@ -120,6 +175,7 @@ def _new_record(job: NewJob, namespace: str, now: int) -> JobRecord:
         retry=job.retry,
         parent_job_id=job.parent_job_id,
         run_on=job.run_on,
+        recurring_id=job.recurring_id,
     )
 
 

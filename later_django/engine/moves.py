@@ -17,6 +17,7 @@ from later_django.engine import stages
 from later_django.engine.records import JobError, JobRecord, due_key, undecodable_key
 from later_django.engine.retry import RetryPolicy
 from later_django.engine.writes import JobWrites
+from later_django.storage.partitions import PartitionEntry
 from later_django.storage.types import (
     Delete,
     JobIndexRemove,
@@ -63,9 +64,40 @@ def _transition(writes: JobWrites, record: JobRecord) -> None:
 # --- entering the system ---
 
 
+def _partition(record: JobRecord) -> tuple[str, int]:
+    assert record.topic is not None and record.partition_id is not None
+    return (record.topic, record.partition_id)
+
+
+def _place_partitioned(writes: JobWrites, record: JobRecord, now: int) -> None:
+    """A new job on a partition: never published (the partition's head is claimed
+    instead); it always has an index row, and its partition row carries the time
+    it may run (the head when the partition had none)."""
+    if record.stage == stages.ENQUEUED:
+        record.ready_at_ms = now
+        record.enqueued_at_ms = now
+        earliest = now
+    elif record.stage == stages.DELAYED:
+        earliest = record.run_after_ms or now
+    elif record.stage == stages.WAITING:
+        earliest = now
+    else:
+        raise stages.StageMoveError(f"a new job cannot start in stage {record.stage!r}")
+    if record.sequence is None:
+        raise ValueError(f"partitioned job {record.job_id} has no sequence")
+    writes.save(record)
+    _index(writes, record)
+    topic, partition_id = _partition(record)
+    writes.partition_entries.append(
+        PartitionEntry(topic, partition_id, record.sequence, record.job_id, earliest, record.stage)
+    )
+
+
 def place_new(writes: JobWrites, record: JobRecord, now: int) -> None:
     """A new record in its first stage (``enqueued``, ``delayed`` or ``waiting``)."""
-    if record.stage == stages.ENQUEUED:
+    if record.topic is not None:
+        _place_partitioned(writes, record, now)
+    elif record.stage == stages.ENQUEUED:
         record.ready_at_ms = now
         record.enqueued_at_ms = now
         writes.save(record)
@@ -85,7 +117,19 @@ def place_new(writes: JobWrites, record: JobRecord, now: int) -> None:
 
 
 def make_ready(writes: JobWrites, record: JobRecord, now: int) -> None:
-    """delayed / waiting / requeued -> enqueued: publish, drop the index row."""
+    """delayed / waiting / requeued -> enqueued: publish, drop the index row.
+    A partitioned job keeps its index row and is not published: its partition's
+    head is recomputed instead."""
+    if record.topic is not None:
+        stages.move(record, stages.ENQUEUED, now)
+        record.ready_at_ms = now
+        if record.enqueued_at_ms is None:
+            record.enqueued_at_ms = now
+        writes.save(record)
+        _index(writes, record)
+        writes.partitions_touched.add(_partition(record))
+        _transition(writes, record)
+        return
     had_index_row = record.stage in (stages.DELAYED, stages.WAITING, stages.REQUEUED)
     stages.move(record, stages.ENQUEUED, now)
     record.ready_at_ms = now
@@ -119,6 +163,8 @@ def start(
     _index(writes, record, wait_ms=wait_ms)
     writes.leases_acquired.append((record.job_id, lease_until_ms, record.attempts))
     writes.metrics.waits.append((SEQUENTIAL if record.topic else REGULAR, wait_ms, now))
+    if record.topic is not None:
+        writes.partitions_touched.add(_partition(record))
     _transition(writes, record)
 
 
@@ -130,6 +176,10 @@ def _finish(
     ttl = settings.retention_seconds[stage]
     writes.save(record, ttl)
     _index(writes, record, expire_ms=now + ttl * 1000)
+    if record.topic is not None and record.partition_id is not None:
+        # The partition moves on: the row leaves, the next row becomes the head.
+        writes.partition_exits.append(record.job_id)
+        writes.partitions_touched.add(_partition(record))
     _transition(writes, record)
 
 
@@ -184,6 +234,11 @@ def fail_attempt(
     record.run_after_ms = now + delay_ms
     writes.save(record)
     _index(writes, record)
+    if record.topic is not None:
+        # The head stays and blocks its partition until the retry is due.
+        writes.partition_run_at[record.job_id] = now + delay_ms
+        writes.partitions_touched.add(_partition(record))
+        return
     writes.other_operations.append(
         Set(due_key(record.namespace, now + delay_ms, record.job_id), b"")
     )

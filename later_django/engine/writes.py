@@ -10,7 +10,9 @@ workers never wait on each other in a circle:
 3. index rows (``later_jobs_index``; triggers move ``later_stage_counts``);
 4. execution leases (``later_job_execution``);
 5. new delivery rows (publish; triggers move ``later_queue_depth``), with the
-   PostgreSQL wake-up notification in the same statement.
+   PostgreSQL wake-up notification in the same statement;
+6. partition rows, then partition heads (``engine.partitions``), in separate
+   statements after the rest.
 
 On PostgreSQL the same parts, in the same order, are one combined statement.
 
@@ -33,6 +35,7 @@ from later_django.engine.records import JobRecord, encode_record
 from later_django.storage.combined import CombinedWrite
 from later_django.storage.commands import ExecuteJob, encode_command
 from later_django.storage.django import DjangoStorage
+from later_django.storage.partitions import PartitionEntry
 from later_django.storage.queue import SqlDeliveryQueue
 from later_django.storage.types import (
     Delete,
@@ -70,6 +73,16 @@ class JobWrites:
     #: Runs inside the transaction right after the records are written and
     #: before the index: it may read what those writes lock and add changes.
     after_records: Callable[[JobWrites, list[JobRecord]], None] | None = None
+    #: Topic partitions (written last, see ``engine.partitions``): rows entering
+    #: partitions, job ids leaving them, new earliest run times by job id, and
+    #: the partitions whose head must be recomputed.
+    partition_entries: list[PartitionEntry] = field(default_factory=list)
+    partition_exits: list[str] = field(default_factory=list)
+    partition_run_at: dict[str, int] = field(default_factory=dict)
+    partitions_touched: set[tuple[str, int]] = field(default_factory=set)
+    #: When set, commit() leaves the partition changes in place for the caller to
+    #: write later in the same transaction.
+    defer_partition_changes: bool = False
 
     def save(self, record: JobRecord, ttl_seconds: float | None = None) -> None:
         self.records[record.key] = (record, ttl_seconds)
@@ -88,6 +101,15 @@ class JobWrites:
             or self.nacks
             or self.leases_acquired
             or self.leases_released
+            or self.has_partition_changes()
+        )
+
+    def has_partition_changes(self) -> bool:
+        return bool(
+            self.partition_entries
+            or self.partition_exits
+            or self.partition_run_at
+            or self.partitions_touched
         )
 
 
@@ -122,7 +144,9 @@ def commit(writes: JobWrites, using: str, *, savepoint: bool = False) -> None:
     if writes.is_empty():
         return
     combined = connections[using].vendor == "postgresql" and _combinable(writes)
-    needs_transaction = not combined or writes.after_records is not None
+    needs_transaction = (
+        not combined or writes.after_records is not None or writes.has_partition_changes()
+    )
     with (
         transaction.atomic(using=using, savepoint=savepoint) if needs_transaction else nullcontext()
     ):
@@ -133,6 +157,10 @@ def commit(writes: JobWrites, using: str, *, savepoint: bool = False) -> None:
             if not writes.is_empty():
                 rest = _write_combined if combined and _combinable(writes) else _write_per_table
                 rest(writes, using)
+        if writes.has_partition_changes() and not writes.defer_partition_changes:
+            from later_django.engine.partitions import write_partition_changes
+
+            write_partition_changes(writes, using, notify=_wants_notification)
         batch = writes.metrics
         callbacks = list(writes.after_commit)
         if not batch.is_empty():

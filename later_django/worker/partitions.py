@@ -1,0 +1,143 @@
+"""Which partitions this worker holds: rendezvous preference, fenced leases.
+
+About once a second (and at start) the worker reads the live workers (a
+heartbeat within the lease window) and, for every partition of every
+configured topic (the reserved recurring topic included), ranks the live
+workers by a rendezvous hash of ``(worker, topic, partition)``; the highest
+is the partition's preferred owner. The worker then, in one statement, takes
+or renews the leases of the partitions it prefers (a lease is taken only when
+absent, released, lapsed, or already its own; taking one over increments its
+epoch) and releases those it holds but no longer prefers, unless it is
+running their head (it keeps renewing those until the head is finished). So a
+newly started worker gets its share within a second or two, and a dead
+worker's partitions move once its leases lapse.
+
+Preference is only a hint: the lease row decides, and every write to a head
+is fenced by owner and epoch (:mod:`later_django.engine.execution`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+
+from later_django.clock import now_ms
+from later_django.conf import LaterSettings
+from later_django.engine.topics import configured_topics
+from later_django.storage.execution import ExecutionStore
+from later_django.storage.partitions import Partition, PartitionStore
+
+logger = logging.getLogger("later_django.worker")
+
+#: How often the worker recomputes its preferred partitions and renews leases.
+REFRESH_SECONDS = 1.0
+
+
+def rendezvous_score(worker_id: str, topic: str, partition_id: int) -> int:
+    """The rendezvous (highest random weight) score of ``worker_id`` for a partition:
+    stable across processes (BLAKE2b)."""
+    data = f"{worker_id}\x00{topic}\x00{partition_id}".encode()
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+def preferred_owner(workers: list[str], topic: str, partition_id: int) -> str:
+    """The live worker that partition prefers (ties broken by worker id)."""
+    return max(workers, key=lambda worker: (rendezvous_score(worker, topic, partition_id), worker))
+
+
+def all_partitions(settings: LaterSettings) -> list[Partition]:
+    return [
+        (topic, partition_id)
+        for topic, count in sorted(configured_topics(settings).items())
+        for partition_id in range(count)
+    ]
+
+
+class PartitionAssignment:
+    """The partitions (and lease epochs) one worker holds; refreshed by :meth:`maintain`.
+
+    ``busy()`` returns the partitions whose head this worker is running: they
+    are kept (and renewed) even when no longer preferred.
+    """
+
+    def __init__(
+        self,
+        *,
+        using: str,
+        namespace: str,
+        worker_id: str,
+        settings: LaterSettings,
+        lease_ms: int,
+        busy: Callable[[], set[Partition]],
+    ) -> None:
+        self.using = using
+        self.namespace = namespace
+        self.worker_id = worker_id
+        self.settings = settings
+        self.lease_ms = lease_ms
+        self.busy = busy
+        #: partition -> epoch of the lease this worker holds
+        self.held: dict[Partition, int] = {}
+        self._last_refresh = 0.0
+        self._partitions = all_partitions(settings)
+
+    def maintain(self) -> bool:
+        """Refreshes when :data:`REFRESH_SECONDS` passed; returns whether it did."""
+        if time.monotonic() - self._last_refresh < REFRESH_SECONDS:
+            return False
+        self.refresh()
+        return True
+
+    def refresh(self) -> None:
+        """Computes the preferred partitions over the live workers, releases the
+        ones no longer wanted, takes or renews the rest."""
+        self._last_refresh = time.monotonic()
+        now = now_ms()
+        live = [
+            row.worker_id
+            for row in ExecutionStore(self.using).workers_live(self.namespace, now - self.lease_ms)
+        ]
+        if self.worker_id not in live:
+            live.append(self.worker_id)
+        preferred = {
+            partition
+            for partition in self._partitions
+            if preferred_owner(live, *partition) == self.worker_id
+        }
+        busy = self.busy()
+        store = PartitionStore(self.using)
+        unwanted = [p for p in self.held if p not in preferred and p not in busy]
+        if unwanted:
+            store.release(self.namespace, self.worker_id, unwanted)
+        wanted = preferred | (busy & set(self.held))
+        current = store.leases(self.namespace)
+        takeable = [
+            partition
+            for partition in wanted
+            if partition not in current
+            or current[partition].owner in (None, self.worker_id)
+            or current[partition].lease_until_ms < now
+        ]
+        held = store.take(self.namespace, self.worker_id, takeable, now + self.lease_ms, now)
+        # A head lost to the one race of the head bookkeeping comes back here.
+        store.materialize_heads(self.namespace, held)
+        gained = set(held) - set(self.held)
+        lost = set(self.held) - set(held) - set(unwanted)
+        if gained or lost or unwanted:
+            logger.info(
+                "partitions: %d held (%d taken, %d released, %d lost) among %d live worker(s)",
+                len(held),
+                len(gained),
+                len(unwanted),
+                len(lost),
+                len(live),
+            )
+        self.held = held
+
+    def release_all(self) -> None:
+        """Gives up every lease this worker holds (a graceful exit)."""
+        if self.held:
+            PartitionStore(self.using).release(self.namespace, self.worker_id, list(self.held))
+            self.held = {}
