@@ -144,6 +144,28 @@ class ExecutionStore(AliasBound):
         """Deletes the worker's row (a graceful exit)."""
         self._execution_sql.execute("worker_remove", [namespace, worker_id])
 
+    def worker_purge_dead(self, namespace: str, heartbeat_before_ms: int, limit: int) -> int:
+        """Deletes up to ``limit`` worker rows whose last heartbeat is before
+        ``heartbeat_before_ms`` (one statement); returns how many. A live worker
+        beats every third of its lease, so a cut-off far behind that is dead."""
+        if limit <= 0:
+            return 0
+        return self._execution_sql.execute(
+            "worker_purge_dead", [namespace, heartbeat_before_ms, limit, heartbeat_before_ms]
+        )
+
+    def lease_purge_dead(self, namespace: str, lapsed_before_ms: int, limit: int) -> int:
+        """Deletes up to ``limit`` execution leases that lapsed before
+        ``lapsed_before_ms`` and whose job's index row is not ``running`` (the job
+        finished, was retried or deleted: nothing reads the lease again); one
+        statement; returns how many. A lease of a job still marked running is kept,
+        because the next start of that job names the lost worker from it."""
+        if limit <= 0:
+            return 0
+        return self._execution_sql.execute(
+            "lease_purge_dead", [namespace, lapsed_before_ms, limit, lapsed_before_ms]
+        )
+
     def workers_live(self, namespace: str, heartbeat_after_ms: int) -> list[WorkerRow]:
         """Workers whose last heartbeat is after ``heartbeat_after_ms``."""
         rows = self._execution_sql.fetch_all("workers_live", [namespace, heartbeat_after_ms])

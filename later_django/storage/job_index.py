@@ -467,6 +467,15 @@ class JobIndexStore(AliasBound):
             sql.execute("queue_sample_upsert", [namespace, bucket, queued, partitioned])
             sql.execute("queue_sample_trim", [namespace, bucket - QUEUE_SAMPLE_RETENTION_MINUTES])
 
+    def queue_sample_counts(self, namespace: str) -> tuple[int, int]:
+        """``(queued, partitioned)`` now, for a queue sample: the ready depth of the
+        namespace's job queues (internal ``__later*`` queues left out) and the
+        partitioned queued jobs (the ``enqueued`` counter); O(1), from the counters.
+        A counter that dips below zero under reordering reads as 0."""
+        row = self._index_sql.fetch_one("queue_sample_counts", [namespace, namespace])
+        queued, partitioned = (int(value or 0) for value in row) if row else (0, 0)
+        return max(queued, 0), max(partitioned, 0)
+
     def queue_samples_since(self, namespace: str, since_ms: int) -> list[QueueSample]:
         """Readings from the minute containing ``since_ms`` on, oldest first; ``at_ms``
         is the start of the reading's minute."""

@@ -29,6 +29,24 @@ EXECUTION_SQL = Statements(
         ),
         # (namespace, worker_id)
         "worker_remove": "DELETE FROM later_worker WHERE namespace = %s AND worker_id = %s",
+        # (namespace, heartbeat_before, limit, heartbeat_before): bounded purge of rows
+        # whose process stopped beating long ago (the outer test re-checks under lock)
+        "worker_purge_dead": (
+            "DELETE FROM later_worker WHERE (namespace, worker_id) IN ("
+            "SELECT namespace, worker_id FROM later_worker "
+            "WHERE namespace = %s AND heartbeat_at < %s LIMIT %s) AND heartbeat_at < %s"
+        ),
+        # (namespace, lapsed_before, limit, lapsed_before): bounded purge of leases that
+        # lapsed long ago and whose job is not running (finished, retried, deleted); a
+        # lease taken again meanwhile has a fresh lease_until and fails the outer test
+        "lease_purge_dead": (
+            "DELETE FROM later_job_execution WHERE (namespace, job_id) IN ("
+            "SELECT lease.namespace, lease.job_id FROM later_job_execution AS lease "
+            "WHERE lease.namespace = %s AND lease.lease_until < %s AND NOT EXISTS ("
+            "SELECT 1 FROM later_jobs_index AS job WHERE job.namespace = lease.namespace "
+            "AND job.job_id = lease.job_id AND job.stage = 'running') LIMIT %s) "
+            "AND lease_until < %s"
+        ),
         # (namespace, heartbeat_after)
         "workers_live": (
             "SELECT worker_id, host, pid, concurrency, queues, busy, started_at, heartbeat_at "

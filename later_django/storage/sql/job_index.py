@@ -192,6 +192,13 @@ STATEMENTS = Statements(
         "queue_sample_trim": (
             "DELETE FROM later_queue_samples WHERE namespace = %s AND minute_bucket < %s"
         ),
+        # (namespace, namespace): ready depth of the job queues, partitioned queued jobs
+        "queue_sample_counts": (
+            "SELECT (SELECT COALESCE(SUM(ready), 0) FROM later_queue_depth"
+            f" WHERE namespace = %s AND {_NOT_INTERNAL_QUEUE}),"
+            " (SELECT COALESCE(SUM(count), 0) FROM later_stage_counts"
+            " WHERE namespace = %s AND stage = 'enqueued')"
+        ),
         "queue_samples_since": (
             "SELECT minute_bucket, queued, partitioned FROM later_queue_samples"
             " WHERE namespace = %s AND minute_bucket >= %s ORDER BY minute_bucket"

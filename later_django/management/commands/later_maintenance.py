@@ -1,0 +1,118 @@
+"""``manage.py later_maintenance``: run the maintenance passes.
+
+``--once`` runs each pass that is due in the namespace now (whose namespace
+lease this process takes) and exits: 0 when every pass that ran succeeded, 1
+when one raised (the others still ran). Without it the command loops until
+SIGTERM/SIGINT, which let the running pass finish (within its time budget).
+``--pass NAME`` (repeatable) limits it to those passes. Workers run the same
+passes; any number of workers and ``later_maintenance`` processes may run side
+by side, the lease key ``<namespace>-pass-<name>`` lets one run each pass at a
+time. Logs through the logger ``later_django.maintenance``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import Error as DatabaseError
+from django.db import connections
+from django.utils.crypto import get_random_string
+
+from later_django.conf import later_settings
+from later_django.maintenance.framework import PassRunner, registered_passes
+from later_django.management.commands.later_worker import _log_to_stderr_unless_configured
+
+logger = logging.getLogger("later_django.maintenance")
+
+#: Longest sleep of the loop between two looks at the passes.
+MAX_SLEEP_SECONDS = 1.0
+#: Back-off after a database error, doubled per failure up to the maximum.
+FIRST_BACKOFF_SECONDS = 0.5
+MAX_BACKOFF_SECONDS = 30.0
+
+
+class Command(BaseCommand):
+    help = (
+        "Runs later_django's maintenance passes (promote, sweep, WAL checkpoint, vacuum, "
+        "reconcile, queue samples, purge): once with --once, else until SIGTERM/SIGINT."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--once", action="store_true", help="run each due pass once, then exit")
+        parser.add_argument(
+            "--pass",
+            action="append",
+            dest="passes",
+            metavar="NAME",
+            help="run only this pass (repeatable)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        _log_to_stderr_unless_configured()
+        settings = later_settings()
+        names = options["passes"]
+        if names:
+            known = [p.name for p in registered_passes(settings)]
+            unknown = sorted(set(names) - set(known))
+            if unknown:
+                raise CommandError(
+                    f"--pass {', '.join(unknown)}: not a registered maintenance pass "
+                    f"(registered: {', '.join(known)})"
+                )
+        runner = PassRunner(
+            using=settings.database,
+            namespace=settings.namespace,
+            settings=settings,
+            owner=f"{socket.gethostname()}:{os.getpid()}:maintenance:{get_random_string(6)}",
+            names=names,
+        )
+        if options["once"]:
+            self._once(runner, options["verbosity"])
+        else:
+            self._loop(runner)
+
+    def _once(self, runner: PassRunner, verbosity: int) -> None:
+        runs = runner.run_due(force=True)
+        for run in runs:
+            if verbosity >= 1:
+                outcome = f"failed: {run.error}" if run.error else f"{run.done}"
+                self.stdout.write(f"{run.name}: {outcome} ({run.seconds:.3f}s)")
+        if any(run.error for run in runs):
+            raise SystemExit(1)
+
+    def _loop(self, runner: PassRunner) -> None:
+        stop = threading.Event()
+
+        def on_signal(signum: int, frame: object) -> None:
+            logger.info("signal %s: stopping after the current pass", signum)
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        logger.info(
+            "later_maintenance %s: namespace %r, passes %s",
+            runner.owner,
+            runner.namespace,
+            ", ".join(p.name for p in runner.passes()),
+        )
+        backoff = 0.0
+        while not stop.is_set():
+            try:
+                for run in runner.run_due():
+                    if run.done and not run.error:
+                        logger.info("pass %s: %d in %.3fs", run.name, run.done, run.seconds)
+                backoff = 0.0
+                pause = min(MAX_SLEEP_SECONDS, runner.seconds_until_next())
+            except DatabaseError as error:
+                backoff = min(MAX_BACKOFF_SECONDS, max(FIRST_BACKOFF_SECONDS, backoff * 2))
+                logger.warning("database error (%s); retrying in %.1fs", error, backoff)
+                connections[runner.using].close()
+                pause = backoff
+            stop.wait(max(pause, 0.05))
+        logger.info("later_maintenance %s stopped", runner.owner)
