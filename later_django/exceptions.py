@@ -15,3 +15,8 @@ class ParentFailed(LaterError):
 
 class WorkerLost(LaterError):
     """Recorded as the error of an attempt whose worker stopped renewing its lease."""
+
+
+class StaleLease(LaterError):
+    """A consumer committed an offset of a retained-log partition whose lease it no
+    longer holds (released, or taken over with a higher epoch); nothing was changed."""
