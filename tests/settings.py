@@ -24,6 +24,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 INSTALLED_APPS = [
     "later_django",
+    # The dashboard tests (tests/admin) render the admin-tools index dashboard.
+    "admin_tools",
+    "admin_tools.theming",
+    "admin_tools.menu",
+    "admin_tools.dashboard",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -39,16 +44,22 @@ MIDDLEWARE = [
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "APP_DIRS": True,
         "OPTIONS": {
+            "loaders": [
+                "admin_tools.template_loaders.Loader",
+                "django.template.loaders.app_directories.Loader",
+            ],
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-            ]
+            ],
         },
     }
 ]
+
+STATIC_URL = "/static/"
+ADMIN_TOOLS_INDEX_DASHBOARD = "later_django.admin.dashboard.LaterIndexDashboard"
 
 SQLITE_DIRECTORY_IS_TEMPORARY = not os.environ.get("LATER_TEST_SQLITE_DIR")
 SQLITE_DIRECTORY = Path(

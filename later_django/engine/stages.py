@@ -3,6 +3,8 @@
 Live stages: ``delayed``, ``waiting``, ``enqueued``, ``running``, ``requeued``.
 Finished: ``success`` and ``failed`` (they get an expiry). Each move appends
 the stage being left to the record's history, so the revision rises by one.
+One move exists for operators only: ``failed`` -> ``enqueued`` (the dashboard's
+retry), see :data:`OPERATOR_MOVES`.
 """
 
 from __future__ import annotations
@@ -32,14 +34,24 @@ ALLOWED_MOVES: dict[str, frozenset[str]] = {
 }
 
 
+#: Moves only an operator may make (the dashboard's "retry" of a failed job), on
+#: top of :data:`ALLOWED_MOVES`; the worker and the API never pass ``operator=True``.
+OPERATOR_MOVES: dict[str, frozenset[str]] = {
+    FAILED: frozenset({ENQUEUED}),
+}
+
+
 class StageMoveError(LaterError):
     """A move the stage machine does not allow."""
 
 
-def move(record: JobRecord, stage: str, at_ms: int) -> None:
+def move(record: JobRecord, stage: str, at_ms: int, *, operator: bool = False) -> None:
     """Moves ``record`` to ``stage`` at ``at_ms``; ``StageMoveError`` for a move not
-    in :data:`ALLOWED_MOVES` (the record is then unchanged)."""
+    in :data:`ALLOWED_MOVES` (nor, with ``operator``, in :data:`OPERATOR_MOVES`);
+    the record is then unchanged."""
     allowed = ALLOWED_MOVES.get(record.stage)
+    if operator and record.stage in OPERATOR_MOVES:
+        allowed = (allowed or frozenset()) | OPERATOR_MOVES[record.stage]
     if allowed is None or stage not in allowed:
         raise StageMoveError(
             f"job {record.job_id} cannot move from {record.stage!r} to {stage!r}; "

@@ -1,0 +1,82 @@
+"""later_django's panels as a django-admin-tools index dashboard.
+
+Set ``ADMIN_TOOLS_INDEX_DASHBOARD = "later_django.admin.dashboard.LaterIndexDashboard"``.
+Each panel is a :class:`LaterPanel` module rendering the same template as the
+plain page (``later_django/panels/*.html``); the figures are read once per
+request (:func:`later_django.admin.panels.dashboard_context`). The panels need
+no JavaScript; admin-tools' own script only adds dragging and collapsing.
+
+Importing this module needs ``admin_tools`` (and, on Django 6.x, the
+``django.utils.itercompat`` shim that ``later_django.apps`` installs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from admin_tools.dashboard import Dashboard, modules
+
+from later_django.admin.panels import dashboard_context
+
+#: (module id, title, panel template) in the order the dashboard shows them.
+PANELS: tuple[tuple[str, str, str], ...] = (
+    ("stages", "Stages", "later_django/panels/stages.html"),
+    ("throughput", "Throughput", "later_django/panels/throughput.html"),
+    ("db-size", "Database size", "later_django/panels/db_size.html"),
+    ("history", "Queue length history", "later_django/panels/history.html"),
+    ("workers", "Workers", "later_django/panels/workers.html"),
+    ("partitions", "Partitions", "later_django/panels/partitions.html"),
+    ("recurring", "Recurring jobs", "later_django/panels/recurring.html"),
+)
+
+
+class LaterPanel(modules.DashboardModule):
+    """One later_django panel as an admin-tools module."""
+
+    template = "later_django/admin_tools_module.html"
+
+    def __init__(self, title: str, panel_template: str, **kwargs: Any) -> None:
+        super().__init__(title=title, **kwargs)
+        self.panel_template = panel_template
+
+    def init_with_context(self, context: Any) -> None:
+        if self._initialized:
+            return
+        self.later = dashboard_context(context["request"])
+        self._initialized = True
+
+    def is_empty(self) -> bool:
+        return False
+
+
+class LaterIndexDashboard(Dashboard):
+    """The admin index: later_django's panels, a link to the job pages, and the
+    usual application list and recent actions."""
+
+    columns = 2
+    title = "Later jobs"
+
+    class Media:
+        # admin-tools links these from its css.html; the panels' chart and
+        # tiles are drawn by this sheet (without it the SVG fills black).
+        css = {"all": ("later_django/dashboard.css",)}
+        js = ()
+
+    def init_with_context(self, context: Any) -> None:
+        if self.children:
+            return
+        for module_id, title, template in PANELS:
+            panel = LaterPanel(title, template, title_url=_dashboard_url())
+            panel.id = f"later-{module_id}"
+            self.children.append(panel)
+        self.children.append(modules.AppList("Applications"))
+        self.children.append(modules.RecentActions("Recent actions", limit=5))
+
+
+def _dashboard_url() -> str:
+    from django.urls import NoReverseMatch, reverse
+
+    try:
+        return reverse("later_django:dashboard")
+    except NoReverseMatch:
+        return ""

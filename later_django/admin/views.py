@@ -1,0 +1,132 @@
+"""The dashboard pages as plain admin views (they need no admin-tools).
+
+Every view runs through ``admin.site.admin_view``: only active staff users
+see them (others are sent to the admin login), responses are never cached,
+and POSTs are CSRF-checked. The actions are POST only and additionally need
+the permission ``later_django.manage_jobs``; without it they answer 403.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from later_django.admin import actions
+from later_django.admin.jobs import (
+    check_stage,
+    partition_page,
+    read_job,
+    stage_page,
+)
+from later_django.admin.panels import dashboard_context
+from later_django.overview import STAGES, resolve_target
+
+MANAGE_PERMISSION = "later_django.manage_jobs"
+
+
+def _page(request: HttpRequest, template: str, title: str, **extra: Any) -> TemplateResponse:
+    context = {
+        **admin.site.each_context(request),
+        "title": title,
+        "stages": STAGES,
+        "can_manage": request.user.has_perm(MANAGE_PERMISSION),
+        **extra,
+    }
+    return TemplateResponse(request, template, context)
+
+
+def dashboard(request: HttpRequest) -> TemplateResponse:
+    """Every panel on one page (the same panels as the admin-tools modules)."""
+    return _page(request, "later_django/dashboard.html", "Later jobs", **dashboard_context(request))
+
+
+def job_list(request: HttpRequest, stage: str) -> TemplateResponse:
+    """Jobs in ``stage``, newest first, one cursor page at a time (``?cursor=``)."""
+    try:
+        check_stage(stage)
+    except ValueError as error:
+        raise Http404(str(error)) from None
+    using, namespace = resolve_target(None, None)
+    cursor = request.GET.get("cursor") or None
+    try:
+        page = stage_page(using, namespace, stage, cursor)
+    except ValueError as error:
+        raise Http404(str(error)) from None
+    return _page(
+        request,
+        "later_django/job_list.html",
+        f"Jobs: {stage}",
+        stage=stage,
+        page=page,
+        cursor=cursor,
+    )
+
+
+def partition_list(request: HttpRequest, topic: str, partition_id: int) -> TemplateResponse:
+    """The jobs of one partition, highest sequence first, cursor pages."""
+    using, namespace = resolve_target(None, None)
+    cursor = request.GET.get("cursor") or None
+    try:
+        page = partition_page(using, namespace, topic, partition_id, cursor)
+    except ValueError as error:
+        raise Http404(str(error)) from None
+    return _page(
+        request,
+        "later_django/partition_list.html",
+        f"Partition {partition_id} of {topic}",
+        topic=topic,
+        partition_id=partition_id,
+        page=page,
+        cursor=cursor,
+    )
+
+
+def job_detail(request: HttpRequest, job_id: str) -> TemplateResponse:
+    """One job: task, arguments, timeline, errors, continuations, neighbours."""
+    using, namespace = resolve_target(None, None)
+    detail = read_job(using, namespace, job_id)
+    if detail is None:
+        raise Http404(f"job {job_id} does not exist (deleted, or its record expired)")
+    return _page(request, "later_django/job_detail.html", f"Job {job_id}", job=detail)
+
+
+def _action(
+    run: Callable[[str, str, str], Any], done: str, after: Callable[[str], str]
+) -> Callable[[HttpRequest, str], HttpResponse]:
+    """A POST-only view running ``run(using, namespace, job_id)`` for users with the
+    manage permission; it redirects to ``after(job_id)`` with a message."""
+
+    @require_POST
+    def view(request: HttpRequest, job_id: str) -> HttpResponse:
+        if not request.user.has_perm(MANAGE_PERMISSION):
+            raise PermissionDenied(f"changing jobs needs the permission {MANAGE_PERMISSION}")
+        using, namespace = resolve_target(None, None)
+        try:
+            run(using, namespace, job_id)
+        except actions.ActionRefused as refused:
+            messages.error(request, str(refused))
+            return HttpResponseRedirect(reverse("later_django:job_detail", args=[job_id]))
+        messages.success(request, done.format(job_id=job_id))
+        return HttpResponseRedirect(after(job_id))
+
+    return view
+
+
+def _detail_url(job_id: str) -> str:
+    return reverse("later_django:job_detail", args=[job_id])
+
+
+retry_job = _action(actions.retry_failed, "Job {job_id} was enqueued again.", _detail_url)
+run_job_now = _action(actions.run_now, "Job {job_id} was enqueued to run now.", _detail_url)
+delete_job = _action(
+    actions.delete_job,
+    "Job {job_id} was deleted.",
+    lambda _job_id: reverse("later_django:dashboard"),
+)

@@ -1,0 +1,181 @@
+"""``manage.py later_status``: jobs per stage, queues, workers, partitions, recurring jobs.
+
+The figures are :func:`later_django.overview.read_overview`'s, the same as the
+dashboard's. ``--json`` prints them as one JSON object. ``--check`` makes the
+command a health check (for a container's ``HEALTHCHECK``): it exits 1 when no
+worker has sent a heartbeat within the last minute, or when the oldest ready
+message of a job queue has waited longer than ``--max-age`` seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from later_django.overview import LIVE_WORKER_MS, Overview, read_overview
+
+DEFAULT_MAX_AGE_SECONDS = 300.0
+
+
+def health_problems(overview: Overview, max_age_seconds: float) -> list[str]:
+    """Why ``--check`` fails: no live worker, or a ready job older than the threshold."""
+    problems = []
+    if not overview.workers:
+        problems.append(
+            f"no live worker in namespace {overview.namespace!r} "
+            f"(none sent a heartbeat in the last {LIVE_WORKER_MS // 1000} s)"
+        )
+    oldest = overview.oldest_ready_age_ms
+    if oldest is not None and oldest > max_age_seconds * 1000:
+        problems.append(
+            f"the oldest ready job has waited {oldest / 1000:.1f} s, "
+            f"more than --max-age {max_age_seconds:g} s"
+        )
+    return problems
+
+
+def _time(epoch_ms: int | None) -> str:
+    if epoch_ms is None:
+        return "-"
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    cells = [headers, *[[str(value) for value in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return [
+        "  ".join(value.ljust(widths[i]) for i, value in enumerate(row)).rstrip() for row in cells
+    ]
+
+
+def render_text(overview: Overview) -> str:
+    """The human-readable report."""
+    lines = [f"later_django: namespace {overview.namespace!r} on database {overview.using!r}", ""]
+    lines += _table(
+        ["stage", "jobs", "moves (last minute)"],
+        [
+            [f.stage, f"{f.count}{'+' if f.capped else ''}", overview.transitions.get(f.stage, 0)]
+            for f in overview.stages
+        ],
+    )
+    lines += ["", "queues:"]
+    if overview.queues:
+        lines += _table(
+            ["queue", "ready", "oldest ready (s)"],
+            [
+                [
+                    q.queue_name,
+                    q.ready,
+                    "-" if q.oldest_ready_age_ms is None else f"{q.oldest_ready_age_ms / 1000:.1f}",
+                ]
+                for q in overview.queues
+            ],
+        )
+    else:
+        lines.append("  none")
+    lines += ["", "workers:"]
+    if overview.workers:
+        lines += _table(
+            ["host", "pid", "concurrency", "busy", "queues", "last heartbeat"],
+            [
+                [w.host, w.pid, w.concurrency, w.busy, ",".join(w.queues), _time(w.heartbeat_at_ms)]
+                for w in overview.workers
+            ],
+        )
+    else:
+        lines.append("  none live")
+    lines += ["", "partitions:"]
+    if overview.topics:
+        for topic in overview.topics:
+            lines.append(f"  topic {topic.topic} ({topic.partitions} partitions)")
+            rows = [
+                [
+                    p.partition_id,
+                    p.head_job_id or "-",
+                    p.head_stage or "-",
+                    p.backlog,
+                    p.lease_owner or "-",
+                    "-" if p.epoch is None else p.epoch,
+                    "yes" if p.blocked else "no",
+                ]
+                for p in topic.shown
+            ]
+            if rows:
+                lines += [
+                    "  " + line
+                    for line in _table(
+                        ["partition", "head", "stage", "backlog", "owner", "epoch", "blocked"],
+                        rows,
+                    )
+                ]
+            if topic.not_shown:
+                lines.append(f"  ... {topic.not_shown} more active partitions")
+    else:
+        lines.append("  none configured")
+    lines += ["", "recurring:"]
+    if overview.recurring:
+        lines += _table(
+            ["id", "cron", "task", "next run", "last run", "sequential"],
+            [
+                [
+                    r.recurring_id,
+                    r.cron,
+                    r.task_path,
+                    _time(r.next_run_ms),
+                    _time(r.last_run_ms),
+                    "yes" if r.sequential else "no",
+                ]
+                for r in overview.recurring
+            ],
+        )
+    else:
+        lines.append("  none configured")
+    size = overview.db_size_bytes
+    lines += ["", f"database size: {'unknown' if size is None else f'{size:,} bytes'}"]
+    return "\n".join(lines)
+
+
+class Command(BaseCommand):
+    help = (
+        "Shows later_django's jobs per stage, queue depth and oldest ready age per queue, "
+        "live workers, topic partitions and recurring jobs. With --check, exits 1 when no "
+        "worker is live or the oldest ready job is older than --max-age seconds."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="Print one JSON object.")
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="Exit 1 when no worker is live or a ready job waited more than --max-age.",
+        )
+        parser.add_argument(
+            "--max-age",
+            type=float,
+            default=DEFAULT_MAX_AGE_SECONDS,
+            metavar="SECONDS",
+            help=f"With --check: the oldest ready job's age allowed (default "
+            f"{DEFAULT_MAX_AGE_SECONDS:g}).",
+        )
+        parser.add_argument("--database", help="Database alias (default: LATER['DATABASE']).")
+        parser.add_argument("--namespace", help="Namespace (default: LATER['NAMESPACE']).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["max_age"] < 0:
+            raise CommandError(f"--max-age must be zero or more seconds, got {options['max_age']}")
+        overview = read_overview(options["database"], options["namespace"])
+        problems = health_problems(overview, options["max_age"]) if options["check"] else []
+        if options["json"]:
+            document = overview.as_json()
+            if options["check"]:
+                document["check"] = {"healthy": not problems, "problems": problems}
+            self.stdout.write(json.dumps(document, sort_keys=True))
+        else:
+            self.stdout.write(render_text(overview))
+            if options["check"]:
+                self.stdout.write("\ncheck: " + ("healthy" if not problems else "UNHEALTHY"))
+        if problems:
+            raise CommandError("; ".join(problems), returncode=1)

@@ -1,0 +1,432 @@
+"""The figures of the dashboard and of ``later_status``, read once and shared by both.
+
+:func:`read_overview` takes one snapshot of a namespace: jobs per stage,
+throughput and queue-wait statistics of the last minute, ready messages and
+the oldest ready message's age per queue, live workers, topic partitions,
+recurring jobs and the database size. Every read is O(1) or bounded by a small
+table (counters, metric buckets, workers, partitions); none counts or scans
+``later_jobs_index`` or ``later_delivery_queue``:
+
+* live stages come from the trigger-kept counters (``later_stage_counts``,
+  ``later_queue_depth``), as :meth:`Storage.job_index_stage_counts` does;
+* finished stages (``success``, ``failed``) are counted from the index with the
+  expiry filter but **capped** at :data:`FINISHED_COUNT_CAP` rows (the count
+  reads at most that many index entries; the dashboard shows "10,000+");
+* the oldest ready message of a queue is the first ready one in queue order
+  (a walk of the primary key that stops at the first match), asked only for
+  queues whose counter says they hold ready messages.
+
+The named SQL below is cold-path SQL of this module only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from later_django import clock
+from later_django.conf import RESERVED_TOPIC_PREFIX, later_settings
+from later_django.storage.db import SqlRunner, Statements
+from later_django.storage.django import DjangoStorage
+from later_django.storage.execution import WorkerRow
+from later_django.storage.types import (
+    FINISHED_STAGES,
+    INTERNAL_QUEUE_PREFIX,
+    LIVE_STAGES,
+    JobIndexWaitStats,
+    QueueSample,
+)
+
+#: Every stage, in the order the dashboard shows them.
+STAGES: tuple[str, ...] = LIVE_STAGES + FINISHED_STAGES
+#: Finished stages are counted up to this many jobs ("10,000+" beyond).
+FINISHED_COUNT_CAP = 10_000
+#: A worker whose last heartbeat is older than this is not live (it beats every
+#: third of its 30 s lease, so this is six missed beats).
+LIVE_WORKER_MS = 60_000
+#: The throughput window: the current and the previous minute bucket.
+THROUGHPUT_WINDOW_MINUTES = 2
+#: Queue-length history ranges of the chart, in minutes.
+HISTORY_RANGES: dict[str, int] = {"hour": 60, "day": 24 * 60, "week": 7 * 24 * 60}
+#: Active partitions listed per topic (those with a head job or a lease owner).
+PARTITIONS_SHOWN_PER_TOPIC = 64
+WAIT_MODES: tuple[str, ...] = ("regular", "sequential")
+
+_CAPPED_FINISHED = (
+    "SELECT COUNT(*) FROM (SELECT 1 FROM later_jobs_index"
+    " WHERE namespace = %s AND stage = %s AND (date_expire IS NULL OR date_expire > %s)"
+    " LIMIT %s) AS capped"
+)
+
+OVERVIEW_SQL = Statements(
+    {
+        "live_stage_counts": (
+            "SELECT stage, SUM(count) FROM later_stage_counts WHERE namespace = %s GROUP BY stage"
+        ),
+        "queue_depths": (
+            "SELECT queue_name, SUM(ready) FROM later_queue_depth"
+            " WHERE namespace = %s GROUP BY queue_name ORDER BY queue_name"
+        ),
+        # Two capped counts (success, failed): each reads at most the cap of index entries.
+        "finished_counts": (
+            f"SELECT 'success', ({_CAPPED_FINISHED})"
+            f" UNION ALL SELECT 'failed', ({_CAPPED_FINISHED})"
+        ),
+        "recent_transitions": (
+            "SELECT stage, SUM(count) FROM later_job_transition_metrics"
+            " WHERE namespace = %s AND minute_bucket >= %s AND minute_bucket <= %s"
+            " GROUP BY stage"
+        ),
+        "recent_waits": (
+            "SELECT mode, SUM(count), SUM(sum_ms), MAX(max_ms) FROM later_job_wait_metrics"
+            " WHERE namespace = %s AND minute_bucket >= %s AND minute_bucket <= %s"
+            " GROUP BY mode"
+        ),
+        "oldest_ready": (
+            "SELECT available_at FROM later_delivery_queue"
+            " WHERE namespace = %s AND queue_name = %s AND available_at <= %s"
+            " AND (lease_until IS NULL OR lease_until <= %s)"
+            " ORDER BY sequence LIMIT 1"
+        ),
+        "topics": ("SELECT topic, partitions FROM later_topic WHERE namespace = %s ORDER BY topic"),
+        "partition_heads": (
+            "SELECT topic, partition_id, sequence, job_id, earliest_run_at, stage"
+            " FROM later_partition_head WHERE namespace = %s ORDER BY topic, partition_id"
+            " LIMIT %s"
+        ),
+        "partition_leases": (
+            "SELECT topic, partition_id, owner, lease_until, epoch"
+            " FROM later_partition_lease WHERE namespace = %s ORDER BY topic, partition_id"
+            " LIMIT %s"
+        ),
+        "partition_sequences": (
+            "SELECT topic, partition_id, next_sequence"
+            " FROM later_partition_sequence WHERE namespace = %s ORDER BY topic, partition_id"
+            " LIMIT %s"
+        ),
+    },
+    sqlite={
+        # Walk the queue in rowid order so the first ready message ends the read;
+        # SQLite would otherwise take the claim index and sort the namespace.
+        "oldest_ready": (
+            "SELECT available_at FROM later_delivery_queue NOT INDEXED"
+            " WHERE namespace = %s AND queue_name = %s AND available_at <= %s"
+            " AND (lease_until IS NULL OR lease_until <= %s)"
+            " ORDER BY sequence LIMIT 1"
+        ),
+    },
+)
+
+#: Rows read from each partition table at most (bounds the overview on huge topics).
+_PARTITION_ROWS_READ = 5_000
+#: Head stages that block the rows behind them.
+BLOCKING_HEAD_STAGES = frozenset({"delayed", "requeued", "waiting"})
+
+
+@dataclass(frozen=True)
+class StageFigure:
+    """Jobs in one stage; ``capped`` when the count stopped at :data:`FINISHED_COUNT_CAP`."""
+
+    stage: str
+    count: int
+    capped: bool = False
+
+    @property
+    def live(self) -> bool:
+        return self.stage in LIVE_STAGES
+
+
+@dataclass(frozen=True)
+class QueueFigure:
+    """One queue: ready messages (counter) and the age of its oldest ready message."""
+
+    queue_name: str
+    ready: int
+    oldest_ready_age_ms: int | None
+
+
+@dataclass(frozen=True)
+class PartitionFigure:
+    """One partition of a topic: its head job, backlog and lease."""
+
+    partition_id: int
+    head_job_id: str | None
+    head_stage: str | None
+    head_sequence: int | None
+    #: Jobs from the head to the newest (``next_sequence - head sequence``).
+    backlog: int
+    lease_owner: str | None
+    lease_until_ms: int | None
+    epoch: int | None
+    lease_live: bool
+
+    @property
+    def blocked(self) -> bool:
+        """The head waits (delayed, retrying or waiting for a parent), so the rows behind do."""
+        return self.head_stage in BLOCKING_HEAD_STAGES
+
+
+@dataclass(frozen=True)
+class TopicFigure:
+    topic: str
+    partitions: int
+    shown: list[PartitionFigure]
+    #: Partitions not listed (idle ones beyond :data:`PARTITIONS_SHOWN_PER_TOPIC`).
+    not_shown: int
+
+
+@dataclass(frozen=True)
+class RecurringFigure:
+    recurring_id: str
+    cron: str
+    task_path: str
+    timezone: str | None
+    sequential: bool
+    next_run_ms: int | None
+    last_run_ms: int | None
+
+
+@dataclass
+class Overview:
+    """One snapshot of a namespace; see the module docstring for what each part costs."""
+
+    namespace: str
+    using: str
+    now_ms: int
+    stages: list[StageFigure]
+    transitions: dict[str, int]
+    waits: dict[str, JobIndexWaitStats]
+    queues: list[QueueFigure]
+    workers: list[WorkerRow]
+    topics: list[TopicFigure]
+    recurring: list[RecurringFigure]
+    db_size_bytes: int | None
+    problems: list[str] = field(default_factory=list)
+
+    def count(self, stage: str) -> int:
+        for figure in self.stages:
+            if figure.stage == stage:
+                return figure.count
+        raise KeyError(f"no stage {stage!r}; stages are {list(STAGES)}")
+
+    @property
+    def queued(self) -> int:
+        """Ready messages in the job queues (internal ``__later*`` queues left out)."""
+        return sum(queue.ready for queue in self.queues)
+
+    @property
+    def oldest_ready_age_ms(self) -> int | None:
+        ages = [q.oldest_ready_age_ms for q in self.queues if q.oldest_ready_age_ms is not None]
+        return max(ages) if ages else None
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (the shape of ``later_status --json``)."""
+        return {
+            "namespace": self.namespace,
+            "database": self.using,
+            "now_ms": self.now_ms,
+            "stages": {
+                figure.stage: {"count": figure.count, "capped": figure.capped}
+                for figure in self.stages
+            },
+            "throughput_last_minute": dict(self.transitions),
+            "waits": {mode: asdict(stats) for mode, stats in self.waits.items()},
+            "queues": [asdict(queue) for queue in self.queues],
+            "oldest_ready_age_ms": self.oldest_ready_age_ms,
+            "workers": [asdict(worker) for worker in self.workers],
+            "topics": [
+                {
+                    "topic": topic.topic,
+                    "partitions": topic.partitions,
+                    "not_shown": topic.not_shown,
+                    "shown": [
+                        {**asdict(partition), "blocked": partition.blocked}
+                        for partition in topic.shown
+                    ],
+                }
+                for topic in self.topics
+            ],
+            "recurring": [asdict(item) for item in self.recurring],
+            "db_size_bytes": self.db_size_bytes,
+        }
+
+    def to_json_text(self) -> str:
+        return json.dumps(self.as_json(), sort_keys=True)
+
+
+def resolve_target(using: str | None, namespace: str | None) -> tuple[str, str]:
+    """``(alias, namespace)``: the given ones, else ``LATER["DATABASE"]``/``["NAMESPACE"]``."""
+    settings = later_settings()
+    return using or settings.database, namespace or settings.namespace
+
+
+def read_overview(
+    using: str | None = None, namespace: str | None = None, *, now_ms: int | None = None
+) -> Overview:
+    """A snapshot of ``namespace`` on ``using`` (defaults from ``LATER``), in a bounded
+    number of small reads (about a dozen statements, whatever the number of jobs)."""
+    using, namespace = resolve_target(using, namespace)
+    now = clock.now_ms() if now_ms is None else now_ms
+    sql = SqlRunner(using, OVERVIEW_SQL)
+    queues = _read_queues(sql, namespace, now)
+    transitions, waits = _read_recent(sql, namespace, now)
+    return Overview(
+        namespace=namespace,
+        using=using,
+        now_ms=now,
+        stages=_read_stages(sql, namespace, now, queues),
+        transitions=transitions,
+        waits=waits,
+        queues=[
+            queue for queue in queues if not queue.queue_name.startswith(INTERNAL_QUEUE_PREFIX)
+        ],
+        workers=DjangoStorage(using).workers_live(namespace, now - LIVE_WORKER_MS),
+        topics=_read_topics(sql, namespace, now),
+        recurring=read_recurring(using, namespace),
+        db_size_bytes=DjangoStorage(using).total_db_size_bytes(),
+    )
+
+
+def _read_queues(sql: SqlRunner, namespace: str, now: int) -> list[QueueFigure]:
+    figures = []
+    for queue_name, ready in sql.fetch_all("queue_depths", [namespace]):
+        ready = max(int(ready or 0), 0)
+        oldest = None
+        if ready > 0:
+            row = sql.fetch_one("oldest_ready", [namespace, queue_name, now, now])
+            oldest = None if row is None else max(now - int(row[0]), 0)
+        figures.append(QueueFigure(queue_name, ready, oldest))
+    return figures
+
+
+def _read_stages(
+    sql: SqlRunner, namespace: str, now: int, queues: list[QueueFigure]
+) -> list[StageFigure]:
+    counts = dict.fromkeys(STAGES, 0)
+    for stage, total in sql.fetch_all("live_stage_counts", [namespace]):
+        if stage in LIVE_STAGES:
+            counts[stage] += max(int(total or 0), 0)
+    # Queued jobs not on a partition have no index row: the job queues' depth counts them.
+    counts["enqueued"] += sum(
+        queue.ready for queue in queues if not queue.queue_name.startswith(INTERNAL_QUEUE_PREFIX)
+    )
+    capped: set[str] = set()
+    params = [namespace, "success", now, FINISHED_COUNT_CAP + 1]
+    params += [namespace, "failed", now, FINISHED_COUNT_CAP + 1]
+    for stage, total in sql.fetch_all("finished_counts", params):
+        total = int(total or 0)
+        if total > FINISHED_COUNT_CAP:
+            capped.add(stage)
+            total = FINISHED_COUNT_CAP
+        counts[stage] = total
+    return [StageFigure(stage, counts[stage], stage in capped) for stage in STAGES]
+
+
+def _read_recent(
+    sql: SqlRunner, namespace: str, now: int
+) -> tuple[dict[str, int], dict[str, JobIndexWaitStats]]:
+    last = clock.minute_bucket(now)
+    window = [namespace, last - THROUGHPUT_WINDOW_MINUTES + 1, last]
+    transitions = dict.fromkeys(STAGES, 0)
+    for stage, total in sql.fetch_all("recent_transitions", window):
+        transitions[stage] = int(total or 0)
+    waits = {mode: JobIndexWaitStats(0, 0, 0) for mode in WAIT_MODES}
+    for mode, count, sum_ms, max_ms in sql.fetch_all("recent_waits", window):
+        count = int(count or 0)
+        waits[mode] = JobIndexWaitStats(
+            count=count,
+            avg_ms=int(sum_ms or 0) // count if count else 0,
+            max_ms=int(max_ms or 0),
+        )
+    return transitions, waits
+
+
+def _read_topics(sql: SqlRunner, namespace: str, now: int) -> list[TopicFigure]:
+    topics = sql.fetch_all("topics", [namespace])
+    if not topics:
+        return []
+    limit = [namespace, _PARTITION_ROWS_READ]
+    heads = {(t, p): row for t, p, *row in sql.fetch_all("partition_heads", limit)}
+    leases = {(t, p): row for t, p, *row in sql.fetch_all("partition_leases", limit)}
+    sequences = {(t, p): n for t, p, n in sql.fetch_all("partition_sequences", limit)}
+    figures = []
+    for topic, partitions in topics:
+        # Active: a head (jobs waiting) or an owner (held now, or until its lease lapsed).
+        active = sorted(
+            {p for (t, p) in heads if t == topic}
+            | {p for (t, p), lease in leases.items() if t == topic and lease[0] is not None}
+        )
+        if not active and topic.startswith(RESERVED_TOPIC_PREFIX):
+            continue  # later_django's own topics are shown only while in use
+        shown = []
+        for partition_id in active[:PARTITIONS_SHOWN_PER_TOPIC]:
+            head = heads.get((topic, partition_id))
+            lease = leases.get((topic, partition_id))
+            next_sequence = sequences.get((topic, partition_id))
+            head_sequence = None if head is None else int(head[0])
+            backlog = 0
+            if head_sequence is not None and next_sequence is not None:
+                backlog = max(int(next_sequence) - head_sequence, 1)
+            elif head_sequence is not None:
+                backlog = 1
+            shown.append(
+                PartitionFigure(
+                    partition_id=int(partition_id),
+                    head_job_id=None if head is None else head[1],
+                    head_stage=None if head is None else head[3],
+                    head_sequence=head_sequence,
+                    backlog=backlog,
+                    lease_owner=None if lease is None else lease[0],
+                    lease_until_ms=None if lease is None else int(lease[1]),
+                    epoch=None if lease is None else int(lease[2]),
+                    lease_live=lease is not None and lease[0] is not None and int(lease[1]) > now,
+                )
+            )
+        figures.append(
+            TopicFigure(
+                topic=topic,
+                partitions=int(partitions),
+                shown=shown,
+                not_shown=max(len(active) - len(shown), 0),
+            )
+        )
+    return figures
+
+
+def read_recurring(using: str, namespace: str) -> list[RecurringFigure]:
+    """The recurring definitions, from ``later_django.engine.recurring.list_recurring``;
+    empty when that module is not there (an older release)."""
+    try:
+        from later_django.engine.recurring import list_recurring
+    except ImportError:
+        return []
+    return [
+        RecurringFigure(
+            recurring_id=str(item.id),
+            cron=str(item.cron),
+            task_path=str(item.task_path),
+            timezone=getattr(item, "timezone", None),
+            sequential=bool(getattr(item, "sequential", False)),
+            next_run_ms=getattr(item, "next_run_ms", None),
+            last_run_ms=getattr(item, "last_run_ms", None),
+        )
+        for item in list_recurring(using=using, namespace=namespace)
+    ]
+
+
+def read_queue_history(
+    range_name: str,
+    using: str | None = None,
+    namespace: str | None = None,
+    *,
+    now_ms: int | None = None,
+) -> list[QueueSample]:
+    """The queue-length readings of the last ``range_name`` (``hour``/``day``/``week``),
+    oldest first; ``ValueError`` for another range."""
+    if range_name not in HISTORY_RANGES:
+        raise ValueError(f"unknown history range {range_name!r}; use one of {list(HISTORY_RANGES)}")
+    using, namespace = resolve_target(using, namespace)
+    now = clock.now_ms() if now_ms is None else now_ms
+    since = now - HISTORY_RANGES[range_name] * clock.MINUTE_MS
+    return DjangoStorage(using).queue_samples_since(namespace, since)

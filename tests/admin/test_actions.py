@@ -1,0 +1,201 @@
+"""Retry, run now and delete: POST only, CSRF, the manage permission, one transaction."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connections
+from django.test import Client
+from django.urls import reverse
+
+from later_django.admin import actions
+from later_django.engine.records import (
+    children_key,
+    decode_record,
+    due_key,
+    encode_record,
+    job_key,
+)
+from later_django.storage.django import DjangoStorage
+from later_django.storage.queue import SqlDeliveryQueue
+from tests.admin.support import seed_jobs
+from tests.engine.support import result, run_burst
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+ACTIONS = ("later_django:job_retry", "later_django:job_run_now", "later_django:job_delete")
+
+
+def record_of(alias: str, job_id: str):
+    raw = DjangoStorage(alias).get(job_key("default", job_id))
+    return None if raw is None else decode_record(raw)
+
+
+def queue_rows(alias: str) -> int:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM later_delivery_queue")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_an_action_without_the_permission_is_forbidden(
+    viewer_client: Client, later_db: str, action: str
+) -> None:
+    seeded = seed_jobs()
+    target = {"later_django:job_retry": seeded.failed}.get(action, seeded.delayed)
+    response = viewer_client.post(reverse(action, args=[target]))
+    assert response.status_code == 403
+    assert record_of(later_db, target).stage == (
+        "failed" if action.endswith("retry") else "delayed"
+    )
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_an_action_without_a_csrf_token_is_forbidden(
+    csrf_manager_client: Client, later_db: str, action: str
+) -> None:
+    seeded = seed_jobs()
+    target = {"later_django:job_retry": seeded.failed}.get(action, seeded.delayed)
+    response = csrf_manager_client.post(reverse(action, args=[target]))
+    assert response.status_code == 403
+    assert b"CSRF" in response.content
+    assert record_of(later_db, target).stage == (
+        "failed" if action.endswith("retry") else "delayed"
+    )
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_an_action_is_refused_on_get(manager_client: Client, later_db: str, action: str) -> None:
+    seeded = seed_jobs()
+    response = manager_client.get(reverse(action, args=[seeded.delayed]))
+    assert response.status_code == 405
+
+
+def test_the_action_form_carries_a_csrf_token_that_is_accepted(
+    csrf_manager_client: Client, later_db: str
+) -> None:
+    seeded = seed_jobs()
+    page = csrf_manager_client.get(reverse("later_django:job_detail", args=[seeded.delayed]))
+    token = page.context["csrf_token"]
+    response = csrf_manager_client.post(
+        reverse("later_django:job_run_now", args=[seeded.delayed]),
+        {"csrfmiddlewaretoken": str(token)},
+    )
+    assert response.status_code == 302
+    assert record_of(later_db, seeded.delayed).stage == "enqueued"
+
+
+def test_retry_enqueues_a_failed_job_and_it_runs_again(
+    manager_client: Client, later_db: str
+) -> None:
+    seeded = seed_jobs()
+    response = manager_client.post(reverse("later_django:job_retry", args=[seeded.failed]))
+    assert response.status_code == 302
+    record = record_of(later_db, seeded.failed)
+    assert record.stage == "enqueued"
+    assert [stage for stage, _ in record.history] == ["enqueued", "running", "failed"]
+    assert DjangoStorage(later_db).job_index_get("default", seeded.failed) is None
+    run_burst()
+    again = result(seeded.failed)
+    assert again.status == "FAILED"
+    assert len(again.errors) == 2
+    assert record_of(later_db, seeded.failed).attempts == 2
+
+
+def test_retry_of_a_job_that_did_not_fail_is_refused_with_a_message(
+    manager_client: Client, later_db: str
+) -> None:
+    seeded = seed_jobs()
+    response = manager_client.post(
+        reverse("later_django:job_retry", args=[seeded.succeeded[0]]), follow=True
+    )
+    assert "only a failed job can be retried" in response.content.decode()
+    assert record_of(later_db, seeded.succeeded[0]).stage == "success"
+
+
+def test_run_now_enqueues_a_delayed_job_and_removes_its_schedule_entry(
+    manager_client: Client, later_db: str
+) -> None:
+    seeded = seed_jobs()
+    before = record_of(later_db, seeded.delayed)
+    storage = DjangoStorage(later_db)
+    due = due_key("default", before.run_after_ms, seeded.delayed)
+    assert storage.exist(due)
+    response = manager_client.post(reverse("later_django:job_run_now", args=[seeded.delayed]))
+    assert response.status_code == 302
+    assert not storage.exist(due)
+    run_burst()
+    assert result(seeded.delayed).status == "SUCCESSFUL"
+    assert result(seeded.delayed).return_value == 14
+    # Its continuation was released by the finish.
+    run_burst()
+    assert result(seeded.waiting_child).status == "SUCCESSFUL"
+
+
+def test_deleting_a_queued_job_removes_record_and_queue_row(
+    manager_client: Client, later_db: str
+) -> None:
+    seeded = seed_jobs()
+    queue = SqlDeliveryQueue(later_db)
+    rows, depth = queue_rows(later_db), queue.depth("default")
+    response = manager_client.post(reverse("later_django:job_delete", args=[seeded.queued[0]]))
+    assert response.status_code == 302
+    assert record_of(later_db, seeded.queued[0]) is None
+    assert queue_rows(later_db) == rows - 1
+    assert queue.depth("default") == depth - 1
+    listed = manager_client.get(reverse("later_django:job_list", args=["enqueued"]))
+    table = listed.content.decode().split('class="later-table later-jobs"', 1)[1]
+    assert seeded.queued[0] not in table
+    assert seeded.queued[1] in table
+
+
+def test_deleting_a_waiting_child_removes_it_from_its_parent(
+    manager_client: Client, later_db: str
+) -> None:
+    seeded = seed_jobs()
+    storage = DjangoStorage(later_db)
+    assert storage.range_count(children_key("default", seeded.delayed)) == 1
+    manager_client.post(reverse("later_django:job_delete", args=[seeded.waiting_child]))
+    assert record_of(later_db, seeded.waiting_child) is None
+    assert storage.job_index_get("default", seeded.waiting_child) is None
+    assert storage.range_count(children_key("default", seeded.delayed)) == 0
+    assert storage.job_index_stage_counts("default").get("waiting", 0) == 0
+
+
+def test_deleting_a_parent_with_a_waiting_child_is_refused(
+    manager_client: Client, later_db: str
+) -> None:
+    seeded = seed_jobs()
+    response = manager_client.post(
+        reverse("later_django:job_delete", args=[seeded.delayed]), follow=True
+    )
+    assert "continuation(s) waiting for it" in response.content.decode()
+    assert record_of(later_db, seeded.delayed).stage == "delayed"
+
+
+def test_deleting_delayed_and_finished_jobs_removes_record_index_and_schedule(
+    manager_client: Client, later_db: str
+) -> None:
+    seeded = seed_jobs()
+    storage = DjangoStorage(later_db)
+    manager_client.post(reverse("later_django:job_delete", args=[seeded.waiting_child]))
+    delayed = record_of(later_db, seeded.delayed)
+    manager_client.post(reverse("later_django:job_delete", args=[seeded.delayed]))
+    manager_client.post(reverse("later_django:job_delete", args=[seeded.failed]))
+    for job_id in (seeded.delayed, seeded.failed):
+        assert record_of(later_db, job_id) is None
+        assert storage.job_index_get("default", job_id) is None
+    assert not storage.exist(due_key("default", delayed.run_after_ms, seeded.delayed))
+    counts = storage.job_index_stage_counts("default")
+    assert counts.get("delayed", 0) == 0
+    assert counts.get("failed", 0) == 0
+
+
+def test_actions_on_partitioned_jobs_are_refused(later_db: str) -> None:
+    seeded = seed_jobs()
+    storage = DjangoStorage(later_db)
+    record = record_of(later_db, seeded.delayed)
+    record.topic, record.partition_id, record.sequence = "orders", 3, 0
+    storage.set(job_key("default", seeded.delayed), encode_record(record))
+    for action in (actions.run_now, actions.delete_job):
+        with pytest.raises(actions.ActionRefused, match="partition 3 of topic 'orders'"):
+            action(later_db, "default", seeded.delayed)
