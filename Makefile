@@ -32,6 +32,8 @@ format: venv
 	$(PY) -m ruff check --fix $(SRC)
 	$(PY) -m ruff format $(SRC)
 
+# The example project on SQLite: one worker and the dev server on 127.0.0.1 (Ctrl-C stops
+# both). Another port or database: make demo DEMO_PORT=8001 DEMO_DATABASE=/tmp/demo.sqlite3
 demo: venv
 	@bin/demo
 

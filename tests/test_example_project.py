@@ -1,14 +1,28 @@
-"""The example project runs: its settings load, it migrates, and it honours DATABASE_URL."""
+"""The example project runs: its settings load, it migrates, it honours DATABASE_URL, and
+the demo (bin/demo, its page, its commands) works."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
-MANAGE = Path(__file__).resolve().parent.parent / "example_project" / "manage.py"
+from tests.browser.example_site import (
+    Browserless,
+    free_port,
+    poll,
+    stop,
+    wait_for_page,
+)
+from tests.browser.example_site import manage as example_manage
+
+ROOT = Path(__file__).resolve().parent.parent
+MANAGE = ROOT / "example_project" / "manage.py"
 
 
 def manage(*args: str, database_url: str) -> subprocess.CompletedProcess[str]:
@@ -60,3 +74,201 @@ def test_the_example_project_uses_postgresql_from_database_url(postgres_alias: s
         database_url=settings.POSTGRES_URL,
     )  # fmt: skip
     assert shown.stdout.strip().splitlines()[-1] == "postgresql"
+
+
+# --- the demo: bin/demo, the demo app's commands ---
+
+
+def children_of(pid: int) -> dict[int, str]:
+    """``{pid: command line}`` of the live children of ``pid`` (read from /proc)."""
+    children = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        # The parent pid is the 2nd field after the ")" closing the command name.
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            children[int(entry.name)] = cmdline
+    return children
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local IPv4/IPv6 addresses (hex, as /proc/net shows them) listening on ``port``."""
+    addresses = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            address, port_hex = fields[1].rsplit(":", 1)
+            if int(port_hex, 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                addresses.add(address)
+    return addresses
+
+
+def is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_bin_demo_serves_the_demo_page_runs_a_job_and_stops_on_sigint(tmp_path: Path) -> None:
+    port = free_port()
+    environment = {
+        **os.environ,
+        "DEMO_PORT": str(port),
+        "DEMO_DATABASE": str(tmp_path / "demo.sqlite3"),
+        "DEMO_PYTHON": sys.executable,
+    }
+    environment.pop("DJANGO_SETTINGS_MODULE", None)
+    environment.pop("DATABASE_URL", None)
+    log = tmp_path / "demo.log"
+    base = f"http://127.0.0.1:{port}"
+    with log.open("w") as output:
+        demo = subprocess.Popen(
+            [str(ROOT / "bin" / "demo")],
+            env=environment,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # A shell inherits an ignored SIGINT (pytest started in the background) and
+            # then cannot trap it; the terminal's Ctrl-C this test stands for is not ignored.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+    try:
+        page = wait_for_page(f"{base}/", demo)
+        children = children_of(demo.pid)
+        printed = log.read_text()
+        client = Browserless(base)
+        after_post = client.post_form("/", "/enqueue/one/")
+        poll(lambda: "SUCCESSFUL" in client.get("/"), "the demo's worker runs the job")
+        addresses = listening_addresses(port)
+    finally:
+        exit_code = stop(demo, signal.SIGINT)
+    assert "later_django demo" in page
+    assert sorted("later_worker" in line for line in children.values()) == [False, True]
+    assert sum("runserver" in line for line in children.values()) == 1
+    assert f"{base}/" in printed and f"{base}/admin/" in printed
+    assert "demo / demo-password" in printed
+    assert "Enqueued one job" in after_post
+    assert addresses == {"0100007F"}  # 127.0.0.1 only
+    assert exit_code == 0, log.read_text()
+    assert "Stopped." in log.read_text()
+    assert not any(is_alive(pid) for pid in children)
+
+
+def test_demo_superuser_is_idempotent_and_prints_the_credentials(tmp_path: Path) -> None:
+    database = tmp_path / "demo.sqlite3"
+    example_manage(database, "migrate", "--verbosity", "0")
+    first = example_manage(database, "demo_superuser")
+    second = example_manage(database, "demo_superuser")
+    count = example_manage(
+        database,
+        "shell",
+        "-c",
+        "from django.contrib.auth.models import User; "
+        "print(User.objects.filter(username='demo', is_superuser=True).count())",
+    )
+    assert "created: demo / demo-password" in first.stdout
+    assert "already present" in second.stdout
+    assert count.stdout.strip().splitlines()[-1] == "1"
+
+
+def test_demo_seed_leaves_jobs_enqueued_partitioned_delayed_succeeded_and_failed(
+    tmp_path: Path,
+) -> None:
+    database = tmp_path / "demo.sqlite3"
+    example_manage(database, "migrate", "--verbosity", "0")
+    example_manage(
+        database, "demo_seed", "--succeeded", "7", "--failed", "3", "--enqueued", "5",
+        "--delayed", "4", "--orders", "6",
+    )  # fmt: skip
+    shown = example_manage(
+        database,
+        "shell",
+        "-c",
+        "import json; from demo.status import stage_counts; "
+        "from later_django.models import QueueSample; "
+        "print(json.dumps([dict(stage_counts()), QueueSample.objects.count()]))",
+    )
+    counts, samples = json.loads(shown.stdout.strip().splitlines()[-1])
+    assert counts == {
+        "delayed": 4, "waiting": 0, "enqueued": 11, "running": 0, "requeued": 0,
+        "success": 7, "failed": 3,
+    }  # fmt: skip
+    assert samples >= 60
+
+
+def test_make_demo_fails_loudly_without_python_3_12(tmp_path: Path) -> None:
+    fakes = tmp_path / "bin"
+    fakes.mkdir()
+    for name in ("python", "python3", "python3.12", "python3.13"):
+        fake = fakes / name
+        fake.write_text("#!/bin/sh\nexit 1\n")  # answers every version probe with "too old"
+        fake.chmod(0o755)
+    environment = {
+        "PATH": f"{fakes}:/usr/bin:/bin",
+        "HOME": str(tmp_path),  # no ~/.pyenv
+        "DEMO_PORT": str(free_port()),
+        "DEMO_DATABASE": str(tmp_path / "never.sqlite3"),
+    }
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), "demo", f"VENV={tmp_path / 'venv'}"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "needs Python 3.12 or newer" in result.stderr
+    assert not (tmp_path / "venv").exists()
+    assert not (tmp_path / "never.sqlite3").exists()
+
+
+SEED_COUNTS = """
+import json
+from demo.status import stage_counts
+from django.db import connection
+print(json.dumps([connection.vendor, dict(stage_counts())]))
+"""
+
+
+def test_the_demo_seeds_and_runs_jobs_on_postgresql(postgres_alias: str) -> None:
+    import psycopg
+    from django.conf import settings
+
+    name = f"{settings.DATABASES['postgres']['TEST']['NAME']}_example"
+    server = urlsplit(settings.POSTGRES_URL)
+    url = urlunsplit(server._replace(path=f"/{name}"))
+    config = settings.DATABASES["postgres"]
+    with psycopg.connect(
+        host=config["HOST"] or None,
+        port=config["PORT"] or None,
+        user=config["USER"] or None,
+        password=config["PASSWORD"] or None,
+        dbname=config["NAME"],
+        autocommit=True,
+    ) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            migrated = manage("migrate", "--verbosity", "0", database_url=url)
+            seeded = manage(
+                "demo_seed", "--succeeded", "6", "--failed", "2", "--enqueued", "3",
+                "--delayed", "1", "--orders", "4", database_url=url,
+            )  # fmt: skip
+            shown = manage("shell", "-c", SEED_COUNTS, database_url=url)
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    assert migrated.returncode == 0, migrated.stderr
+    assert seeded.returncode == 0, seeded.stderr
+    vendor, counts = json.loads(shown.stdout.strip().splitlines()[-1])
+    assert vendor == "postgresql"
+    assert counts == {
+        "delayed": 1, "waiting": 0, "enqueued": 7, "running": 0, "requeued": 0,
+        "success": 6, "failed": 2,
+    }  # fmt: skip

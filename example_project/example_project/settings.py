@@ -4,6 +4,8 @@ SQLite by default (a file beside this project, WAL mode, IMMEDIATE
 transactions so several worker processes can share it). Set ``DATABASE_URL``
 (dj-database-url form) for another database, e.g.
 ``postgres://root@127.0.0.1:5432/test`` or ``sqlite:////abs/path.sqlite3``.
+
+The demo app (``demo/``) serves the page at ``/``; the admin is at ``/admin/``.
 """
 
 import os
@@ -18,13 +20,18 @@ DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 
 INSTALLED_APPS = [
-    "later_django",
+    "later_django",  # first: it provides django.utils.itercompat again for admin-tools
+    "admin_tools",  # the admin index becomes later_django's dashboard (docs/dashboard.md)
+    "admin_tools.theming",
+    "admin_tools.menu",
+    "admin_tools.dashboard",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "demo",
 ]
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -40,17 +47,23 @@ TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
         "DIRS": [],
-        "APP_DIRS": True,
+        "APP_DIRS": False,  # admin-tools needs its loader listed explicitly
         "OPTIONS": {
+            "loaders": [
+                "admin_tools.template_loaders.Loader",
+                "django.template.loaders.filesystem.Loader",
+                "django.template.loaders.app_directories.Loader",
+            ],
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-            ]
+            ],
         },
     }
 ]
 WSGI_APPLICATION = "example_project.wsgi.application"
+ADMIN_TOOLS_INDEX_DASHBOARD = "later_django.admin.dashboard.LaterIndexDashboard"
 
 SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
@@ -69,7 +82,27 @@ else:
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(SQLITE_OPTIONS)
 
-LATER = {"NAMESPACE": "example"}
+TASKS = {
+    "default": {
+        "BACKEND": "later_django.backend.LaterBackend",
+        "QUEUES": ["default"],
+    }
+}
+LATER = {
+    "NAMESPACE": "example",
+    # The demo's partitioned order jobs: a customer's orders run one after another.
+    "TOPICS": {"orders": {"partitions": 8}},
+    # Synced by the worker when it starts; the demo page lists it.
+    "RECURRING": {"demo-heartbeat": {"cron": "* * * * *", "task": "demo.tasks.heartbeat"}},
+}
+
+# With DEBUG, Django logs a line per task state change; a 1,000-job burst would flood the
+# demo's terminal, so django.tasks says only warnings. The worker logs via "later_django".
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "loggers": {"django.tasks": {"level": "WARNING"}},
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

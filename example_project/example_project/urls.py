@@ -1,4 +1,12 @@
-from django.contrib import admin
-from django.urls import path
+"""URLs of the example project: the demo page at ``/``, the dashboard and admin at
+``/admin/`` (later_django's pages before ``admin.site.urls``, see docs/dashboard.md)."""
 
-urlpatterns = [path("admin/", admin.site.urls)]
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/later_django/", include("later_django.admin.urls")),
+    path("admin_tools/", include("admin_tools.urls")),
+    path("admin/", admin.site.urls),
+    path("", include("demo.urls")),
+]
