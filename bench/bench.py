@@ -32,6 +32,16 @@ Scenarios (``--scenarios``, default all):
   of the drain (later_django: the two processes ``--processes 2`` forks, the
   supervisor reported beside them; django-tasks-db: its two ``db_worker``
   processes) -> MB. Runs the drain when ``drain`` is not selected.
+* ``log_append`` (later_django only): ``--log-records`` (100,000) retained-log
+  records (100-byte payloads, 1,000 keys, topic of 8 partitions) appended with
+  ``log(topic).append_many`` in batches of 1,000, one transaction each -> records/s.
+* ``log_consume`` (later_django only): the same records appended first (not timed),
+  then one consumer-group member polls 1,000 at a time and commits each poll with
+  ``commit_records`` until it has read them all -> records/s.
+* ``partition_drain`` (later_django only): like ``drain``, but the ``--drain-jobs``
+  (20,000) no-op jobs go to a topic of 16 partitions over 1,000 keys (one
+  committed batch, not timed); each partition runs one job at a time, in order,
+  on the worker process that leases it -> jobs/s.
 
 Workers: later_django ``later_worker --processes 2 --concurrency 16``;
 django-tasks-db two ``db_worker --interval 0.1 --no-startup-delay --no-reload``
@@ -79,7 +89,22 @@ SETTINGS_MODULE = "bench.bench_project.settings"
 NAMESPACE = "bench"  # LATER["NAMESPACE"] in bench_project.settings
 LATER = "later_django"
 DTDB = "django-tasks-db"
-SCENARIOS = ["enqueue", "enqueue_many", "drain", "latency", "rss"]
+SCENARIOS = [
+    "enqueue",
+    "enqueue_many",
+    "drain",
+    "latency",
+    "rss",
+    "log_append",
+    "log_consume",
+    "partition_drain",
+]
+#: Scenarios of later_django features django-tasks-db lacks: never run for it (no ratio).
+LATER_ONLY = {"log_append", "log_consume", "partition_drain"}
+#: partition_drain: topic, partitions, distinct keys (``BENCH_TOPICS`` reaches the workers).
+PARTITION_TOPIC, PARTITION_COUNT, PARTITION_KEYS = "bench_ordered", 16, 1_000
+#: Retained-log scenarios: topic, its partitions, records per append_many / poll, payload size.
+LOG_TOPIC, LOG_PARTITIONS, LOG_BATCH, LOG_PAYLOAD_BYTES = "bench_log", 8, 1_000, 100
 BULK_BATCH = 1_000
 POLL_SECONDS = 0.1
 WORKER_START_TIMEOUT = 60.0
@@ -325,6 +350,48 @@ def run_drain(system: str, options: argparse.Namespace, log_dir: Path) -> dict[s
     }
 
 
+def run_partition_drain(options: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
+    """``drain`` over topic partitions: 20,000 no-op jobs, 1,000 keys, 16 partitions,
+    ``later_worker --processes 2``; timed from the commit to the last finished."""
+    import dataclasses
+
+    from django.db import transaction
+
+    from bench.bench_project.tasks import noop
+
+    jobs = options.drain_jobs
+    workers = start_workers(LATER, options, log_dir)
+    try:
+        ready_s = wait_until_ready(LATER, workers)
+        backend = noop.get_backend()
+        job = backend.new_job(noop, (), {})
+        batch = [
+            dataclasses.replace(
+                job, topic=PARTITION_TOPIC, partition_key=f"key-{n % PARTITION_KEYS}"
+            )
+            for n in range(jobs)
+        ]
+        started = time.perf_counter()
+        with transaction.atomic():
+            backend.write_jobs([noop] * jobs, batch)
+        publish_s = time.perf_counter() - started
+        seconds, success, failed = wait_finished(LATER, jobs, options.drain_timeout)
+    finally:
+        problems = stop_workers(workers)
+    done = success + failed
+    return {
+        "value": done / seconds,
+        "jobs": jobs,
+        "completed": done,
+        "failed": failed,
+        "timed_out": done < jobs,
+        "seconds": round(seconds, 3),
+        "publish_seconds": round(publish_s, 3),
+        "worker_start_seconds": round(ready_s, 3),
+        "worker_problems": problems,
+    }
+
+
 def run_latency(system: str, options: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
     from django.db import transaction
     from django.tasks import TaskResultStatus
@@ -370,6 +437,60 @@ def run_latency(system: str, options: argparse.Namespace, log_dir: Path) -> dict
     }
 
 
+def log_settings():  # type: ignore[no-untyped-def]
+    """``override_settings`` adding the retained-log topic to the project's ``LATER``."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    topics = {LOG_TOPIC: {"partitions": LOG_PARTITIONS}}
+    return override_settings(LATER={**settings.LATER, "TOPICS": topics})
+
+
+def log_batches(records: int) -> list[list[tuple[str, bytes]]]:
+    """``records`` records (1,000 keys, ``LOG_PAYLOAD_BYTES`` each) in ``LOG_BATCH`` batches."""
+    payload = b"x" * LOG_PAYLOAD_BYTES
+    rows = [(f"key-{n % 1000}", payload) for n in range(records)]
+    return [rows[start : start + LOG_BATCH] for start in range(0, records, LOG_BATCH)]
+
+
+def run_log_append(options: argparse.Namespace) -> dict[str, Any]:
+    """``--log-records`` records appended with ``append_many`` in batches of 1,000,
+    each batch its own transaction -> records/s."""
+    from later_django.logs import log
+
+    batches = log_batches(options.log_records)
+    with log_settings():
+        retained = log(LOG_TOPIC)
+        started = time.perf_counter()
+        for batch in batches:
+            retained.append_many(batch)
+        seconds = time.perf_counter() - started
+    return {"value": options.log_records / seconds, "seconds": round(seconds, 3)}
+
+
+def run_log_consume(options: argparse.Namespace) -> dict[str, Any]:
+    """``--log-records`` records appended first (not timed), then one member of one
+    group polls 1,000 at a time and commits each poll (``commit_records``) until
+    it has read them all -> records/s."""
+    from later_django.logs import consumer, log
+
+    with log_settings():
+        retained = log(LOG_TOPIC)
+        for batch in log_batches(options.log_records):
+            retained.append_many(batch)
+        read = polls = 0
+        started = time.perf_counter()
+        with consumer("bench", LOG_TOPIC, member_id="bench-1") as member:
+            while read < options.log_records:
+                records = member.poll(limit=LOG_BATCH)
+                if records:
+                    member.commit_records(records)
+                read += len(records)
+                polls += 1
+        seconds = time.perf_counter() - started
+    return {"value": read / seconds, "seconds": round(seconds, 3), "polls": polls}
+
+
 def driver(scenario: str, options: argparse.Namespace) -> None:
     import django
 
@@ -382,6 +503,12 @@ def driver(scenario: str, options: argparse.Namespace) -> None:
         result = run_enqueue_many(system, options)
     elif scenario == "drain":
         result = run_drain(system, options, log_dir)
+    elif scenario == "log_append":
+        result = run_log_append(options)
+    elif scenario == "log_consume":
+        result = run_log_consume(options)
+    elif scenario == "partition_drain":
+        result = run_partition_drain(options, log_dir)
     else:
         result = run_latency(system, options, log_dir)
     print(json.dumps(result), flush=True)
@@ -431,6 +558,11 @@ def run_scenario(
             "BENCH_SYSTEM": system,
             "BENCH_DATABASE_URL": url,
             "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
+            **(
+                {"BENCH_TOPICS": json.dumps({PARTITION_TOPIC: {"partitions": PARTITION_COUNT}})}
+                if scenario == "partition_drain"
+                else {}
+            ),
             "PYTHONPATH": os.pathsep.join(
                 [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
             ),
@@ -452,6 +584,7 @@ def run_scenario(
                 "latency_rate",
                 "concurrency",
                 "dtdb_interval",
+                "log_records",
             )
         ]
         completed = subprocess.run(
@@ -489,7 +622,7 @@ def figures(
 ) -> list[dict[str, Any]]:
     """The JSON lines of one scenario for one system (before ratios)."""
     base = {"system": system}
-    if system == LATER and scenario in ("drain", "latency", "rss"):
+    if system == LATER and scenario in ("drain", "latency", "rss", "partition_drain"):
         base["workers"] = f"later_worker --processes 2 --concurrency {options.concurrency}"
     elif system == DTDB and scenario in ("drain", "latency", "rss"):
         base["workers"] = f"2 x db_worker --interval {options.dtdb_interval}"
@@ -516,6 +649,37 @@ def figures(
 
     if scenario in ("enqueue", "enqueue_many"):
         return [line(scenario, "value", "jobs/s", True, jobs=results[0]["jobs"])]
+    if scenario in ("log_append", "log_consume"):
+        return [
+            line(
+                scenario,
+                "value",
+                "records/s",
+                True,
+                records=options.log_records,
+                batch=LOG_BATCH,
+                partitions=LOG_PARTITIONS,
+                payload_bytes=LOG_PAYLOAD_BYTES,
+            )
+        ]
+    if scenario == "partition_drain":
+        return [
+            line(
+                "partition_drain",
+                "value",
+                "jobs/s",
+                True,
+                jobs=results[0]["jobs"],
+                keys=PARTITION_KEYS,
+                partitions=PARTITION_COUNT,
+                completed=[result["completed"] for result in results],
+                seconds=[result["seconds"] for result in results],
+                publish_seconds=[result["publish_seconds"] for result in results],
+                timed_out=any(result["timed_out"] for result in results),
+                failed=sum(result["failed"] for result in results),
+                worker_problems=sum(len(result["worker_problems"]) for result in results),
+            )
+        ]
     if scenario == "drain":
         return [
             line(
@@ -588,6 +752,7 @@ def main() -> None:
     parser.add_argument("--latency-rate", type=float, default=50.0)
     parser.add_argument("--concurrency", type=int, default=16, help="later_worker threads")
     parser.add_argument("--dtdb-interval", type=float, default=0.1, help="db_worker --interval")
+    parser.add_argument("--log-records", type=int, default=100_000, help="log_* scenarios")
     parser.add_argument("--postgres-url", default="postgres://root@127.0.0.1:5432/bench_later")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument(
@@ -622,9 +787,10 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="later-bench-") as directory:
         for scenario in runs_of:
-            results: dict[str, list[dict[str, Any]]] = {system: [] for system in systems}
+            ran = [LATER] if scenario in LATER_ONLY else systems
+            results: dict[str, list[dict[str, Any]]] = {system: [] for system in ran}
             for run in range(options.runs):
-                for system in systems:  # interleaved, so drift hits both alike
+                for system in ran:  # interleaved, so drift hits both alike
                     results[system].append(
                         run_scenario(system, options.db, scenario, options, Path(directory), run)
                     )
@@ -632,9 +798,7 @@ def main() -> None:
             if scenario == "drain":
                 reported = [name for name in ("drain", "rss") if name in scenarios]
             for name in reported:
-                lines = {
-                    system: figures(name, system, results[system], options) for system in systems
-                }
+                lines = {system: figures(name, system, results[system], options) for system in ran}
                 for position, later_line in enumerate(lines[LATER]):
                     print(json.dumps(later_line), flush=True)
                     if DTDB in lines:

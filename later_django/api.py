@@ -3,10 +3,13 @@
 Both write on the connection of ``LATER["DATABASE"]`` and join the caller's
 ``transaction.atomic()``, like ``Task.enqueue``. Tasks must use a
 :class:`~later_django.backend.LaterBackend`.
+
+Retained logs (``log``, ``consumer``) are re-exported from :mod:`later_django.logs`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -14,9 +17,29 @@ from django.tasks import Task, TaskResult
 from django.tasks.exceptions import InvalidTask
 
 from later_django.backend import LaterBackend
+from later_django.conf import later_settings
 from later_django.engine.enqueue import CONTINUE_ON, ParentNotFound
+from later_django.engine.partitions import check_public_topic
+from later_django.engine.recurring import RecurringDefinition
+from later_django.engine.topics import TopicLayoutMismatch, TopicNotConfigured, key_bytes
+from later_django.logs import Consumer, LogRecord, RetainedLog, StaleLease, consumer, log
 
-__all__ = ["ParentNotFound", "continue_with", "enqueue_many"]
+__all__ = [
+    "Consumer",
+    "LogRecord",
+    "ParentNotFound",
+    "RetainedLog",
+    "StaleLease",
+    "TopicLayoutMismatch",
+    "TopicNotConfigured",
+    "consumer",
+    "continue_with",
+    "enqueue_many",
+    "enqueue_to_partition",
+    "log",
+    "remove_recurring",
+    "schedule_recurring",
+]
 
 
 def _later_backend(task: Task) -> LaterBackend:
@@ -72,4 +95,92 @@ def continue_with(
     parent_job_id = parent_id.id if isinstance(parent_id, TaskResult) else str(parent_id)
     backend = _later_backend(task)
     job = backend.new_job(task, args, kwargs, parent_job_id=parent_job_id, run_on=on)
+    return backend.write_jobs([task], [job])[0]
+
+
+def schedule_recurring(
+    id: str,
+    cron: str,
+    task: Task,
+    *args: Any,
+    sequential: bool = False,
+    timezone: str | None = None,
+    **kwargs: Any,
+) -> RecurringDefinition:
+    """Creates or replaces the recurring job ``id``: ``task(*args, **kwargs)`` at each
+    tick of ``cron`` (5 fields, or 6 with a trailing seconds field) in ``timezone``
+    (an IANA name; ``None`` is UTC). Returns the stored definition.
+
+    Everything is validated before anything is written: the id (1 to 200 letters,
+    digits, ``_ . : -``), the cron expression (``ValueError`` naming it and the
+    id), the time zone (``ValueError``), the task (a ``LaterBackend`` task, else
+    ``InvalidTask``) and the arguments (JSON-compatible, else ``TypeError``). The
+    next run is the first tick after now; replacing a definition without changing
+    its cron and time zone keeps its next run. With ``sequential=True`` the
+    occurrences (and their continuations) run one at a time in the reserved topic
+    ``__later_recurring__``, keyed by ``id``. Joins the caller's ``atomic()``.
+    """
+    from later_django.conf import later_settings
+    from later_django.engine import recurring
+
+    recurring.validate_recurring_id(id)
+    recurring.validate_cron(cron, id)
+    recurring.validate_timezone(timezone, id)
+    if not isinstance(sequential, bool):
+        raise TypeError(f"sequential of recurring job {id!r} must be True or False")
+    if not isinstance(task, Task):
+        raise TypeError(
+            f"recurring job {id!r}: {task!r} is not a django.tasks.Task (declare it with @task)"
+        )
+    backend = _later_backend(task)
+    job = backend.new_job(task, args, kwargs)
+    settings = later_settings()
+    return recurring.upsert_definition(
+        using=settings.database,
+        namespace=settings.namespace,
+        recurring_id=id,
+        cron=cron,
+        task_path=job.task_path,
+        args=job.args,
+        kwargs=job.kwargs,
+        timezone=timezone,
+        sequential=sequential,
+        source=recurring.SOURCE_API,
+    )
+
+
+def remove_recurring(id: str) -> bool:
+    """Deletes the recurring job ``id`` (whatever its source); ``True`` if it existed.
+    Occurrences already enqueued are not touched. Joins the caller's ``atomic()``.
+    A definition from ``LATER["RECURRING"]`` comes back at the next worker start
+    unless it is also removed from the settings."""
+    from later_django.conf import later_settings
+    from later_django.engine import recurring
+
+    settings = later_settings()
+    return recurring.delete_definition(
+        using=settings.database, namespace=settings.namespace, recurring_id=id
+    )
+
+
+def enqueue_to_partition(
+    topic: str, key: str | bytes | int, task: Task, *args: Any, **kwargs: Any
+) -> TaskResult:
+    """Enqueues ``task(*args, **kwargs)`` on the partition of ``topic`` that ``key``
+    routes to, behind every job enqueued there before it.
+
+    Jobs of one partition run one at a time in enqueue (sequence) order; jobs
+    of different partitions run in parallel. The job gets the partition's next
+    sequence in the same transaction (the caller's inside ``atomic()``).
+    Raises, writing nothing: ``TopicNotConfigured`` when ``topic`` is not in
+    ``LATER["TOPICS"]``, ``ValueError`` for a reserved topic (``__later…``),
+    ``TypeError`` for a key that is not str, bytes or int or an argument that is
+    not JSON-compatible, ``TopicLayoutMismatch`` when the database records the
+    topic with another partition count.
+    """
+    backend = _later_backend(task)
+    check_public_topic(topic, later_settings())
+    key_bytes(key)  # TypeError naming a bad key
+    job = backend.new_job(task, args, kwargs)
+    job = dataclasses.replace(job, topic=topic, partition_key=key)
     return backend.write_jobs([task], [job])[0]

@@ -44,6 +44,16 @@ class LaterSettings:
     worker_synchronous_commit: bool = False
     #: topic name → fixed partition count (``LATER["TOPICS"]``).
     topics: dict[str, int] = field(default_factory=dict)
+    #: modules that register maintenance passes (``LATER["MAINTENANCE_MODULES"]``).
+    maintenance_modules: tuple[str, ...] = ()
+
+
+def recurring_problems(raw_recurring: Any) -> list[str]:
+    """Messages for every invalid entry of ``LATER["RECURRING"]`` (check later_django.E009):
+    id, cron (parsed by croniter), task path shape, args/kwargs, sequential, time zone."""
+    from later_django.engine.recurring import recurring_problems as problems_of
+
+    return problems_of(raw_recurring)
 
 
 def topic_problems(raw_topics: Any) -> list[str]:
@@ -150,6 +160,20 @@ def setting_problems(raw: Any) -> list[tuple[str, str]]:
     problems.extend(
         ("later_django.E008", message) for message in topic_problems(raw.get("TOPICS", {}))
     )
+    problems.extend(
+        ("later_django.E009", message) for message in recurring_problems(raw.get("RECURRING", {}))
+    )
+    modules = raw.get("MAINTENANCE_MODULES", [])
+    if not isinstance(modules, list | tuple) or not all(
+        isinstance(module, str) and module for module in modules
+    ):
+        problems.append(
+            (
+                "later_django.E010",
+                f"LATER['MAINTENANCE_MODULES'] must be a list of dotted module paths, "
+                f"got {modules!r}.",
+            )
+        )
     retry = raw.get("RETRY", {})
     try:
         RetryPolicy.from_mapping(retry, "LATER['RETRY']")
@@ -181,6 +205,7 @@ def later_settings() -> LaterSettings:
         retry=RetryPolicy.from_mapping(raw.get("RETRY", {}), "LATER['RETRY']"),
         worker_synchronous_commit=raw.get("WORKER_SYNCHRONOUS_COMMIT", False),
         topics={name: options["partitions"] for name, options in raw.get("TOPICS", {}).items()},
+        maintenance_modules=tuple(raw.get("MAINTENANCE_MODULES", ())),
     )
     # Keyed on the settings object itself: override_settings installs a new one.
     _cache = (raw, resolved)

@@ -17,6 +17,7 @@ their messages and leases are handed back), the second exits at once.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import random
@@ -36,17 +37,28 @@ from django.utils.crypto import get_random_string
 
 from later_django.clock import now_ms
 from later_django.conf import later_settings
-from later_django.engine import metrics
-from later_django.engine.execution import Outcome, StartedJob, finish_batch, start_batch
+from later_django.engine import metrics, stages
+from later_django.engine.execution import (
+    Outcome,
+    StartedJob,
+    finish_and_continue,
+    start_batch,
+    start_heads,
+)
 from later_django.engine.moves import error_from_exception
 from later_django.engine.payload import json_compatible
 from later_django.engine.promotion import promote_all_due
 from later_django.engine.records import JobRecord, due_scan_bounds
+from later_django.engine.recurring import sync_configured_recurring
 from later_django.engine.results import task_result
+from later_django.engine.topics import register_configured_topics
+from later_django.maintenance.framework import PassRunner
 from later_django.storage.django import DjangoStorage
 from later_django.storage.execution import WorkerRow
+from later_django.storage.partitions import PartitionStore
 from later_django.storage.queue import SqlDeliveryQueue
 from later_django.worker.heartbeat import Heartbeat
+from later_django.worker.partitions import PartitionAssignment
 from later_django.worker.wakeup import PostgresListener, SqliteChangeWatch, wait_for_work
 
 logger = logging.getLogger("later_django.worker")
@@ -55,6 +67,11 @@ CLAIM_BATCH = 16
 #: A look at the queue at least this often, for messages due by time alone.
 IDLE_LOOK_SECONDS = 1.0
 PROMOTION_INTERVAL_SECONDS = 0.5
+#: While the delivery queue keeps the worker busy, partition heads are still
+#: looked at least this often.
+HEAD_LOOK_SECONDS = 0.25
+#: While partition jobs run, how long an empty delivery queue is not looked at again.
+QUEUE_RECHECK_SECONDS = 0.05
 METRICS_FLUSH_SECONDS = 1.0
 
 
@@ -108,6 +125,19 @@ class Worker:
         self._watch: SqliteChangeWatch | None = None
         self._session_prepared_for: object = None
         self._last_claim_was_full = False
+        #: Partition heads are looked at when this is set, when nothing runs, and
+        #: every HEAD_LOOK_SECONDS while busy.
+        self._heads_dirty = True
+        self._last_head_look = 0.0
+        self._queue_empty_at: float | None = None
+        self.partitions = PartitionAssignment(
+            using=self.using,
+            namespace=self.namespace,
+            worker_id=self.worker_id,
+            settings=self.settings,
+            lease_ms=self.lease_ms,
+            busy=self._busy_partitions,
+        )
 
     # --- life cycle ---
 
@@ -132,6 +162,9 @@ class Worker:
             self.namespace,
             queue_names,
             self.options.concurrency,
+        )
+        self._with_retries(
+            lambda: sync_configured_recurring(using=self.using, namespace=self.namespace)
         )
         vendor = connections[self.using].vendor
         listener = None
@@ -160,12 +193,18 @@ class Worker:
             stop=self.stop_threads,
         )
         self._with_retries(lambda: heartbeat.beat())
+        self._with_retries(lambda: register_configured_topics(self.using, self.settings))
+        self._with_retries(self.partitions.refresh)
         heartbeat.start()
         try:
             self._loop()
             self._drain()
         finally:
             self.stop_threads.set()
+            try:
+                self.partitions.release_all()
+            except DatabaseError:
+                logger.warning("could not release partition leases; they will lapse")
             self.pool.shutdown(wait=False, cancel_futures=True)
             try:
                 metrics.flush()
@@ -265,6 +304,72 @@ class Worker:
         return max(0, free)
 
     def _claim_and_start(self) -> int:
+        """Claims from the delivery queue, then from the heads of held partitions.
+
+        While partition jobs keep the loop busy, an empty delivery queue is looked
+        at again only after QUEUE_RECHECK_SECONDS (a round trip saved per batch)."""
+        now = time.monotonic()
+        if (
+            self._queue_empty_at is not None
+            and now - self._queue_empty_at < QUEUE_RECHECK_SECONDS
+            and self._busy_partitions()
+        ):
+            claimed = 0
+        else:
+            claimed = self._claim_queue()
+            self._queue_empty_at = now if claimed == 0 else None
+        return claimed + self._claim_heads()
+
+    def _busy_partitions(self) -> set[tuple[str, int]]:
+        with self._lock:
+            started = list(self.in_flight.values())
+        return {job.partition for job in started if job.partition is not None}
+
+    def _claim_heads(self) -> int:
+        """Starts runnable heads of the partitions this worker leases (at most one
+        running job per partition: its own running heads are left out)."""
+        self.partitions.maintain()
+        if not self.partitions.held:
+            return 0
+        free = self._free_slots()
+        if free <= 0:
+            return 0
+        now = time.monotonic()
+        with self._lock:
+            idle = not self.in_flight
+        # Busy: the next heads of finished partitions start with the finish, so only a
+        # partition newly runnable (enqueue into an empty one, a head now due) is
+        # looked for, every HEAD_LOOK_SECONDS. Idle: at every wake-up.
+        if not (idle or self._heads_dirty or now - self._last_head_look >= HEAD_LOOK_SECONDS):
+            return 0
+        self._heads_dirty = False
+        self._last_head_look = now
+        with self._lock:
+            running = [job.record.job_id for job in self.in_flight.values()]
+        claims = PartitionStore(self.using).claim_heads(
+            self.namespace, self.worker_id, now_ms(), running, min(CLAIM_BATCH, free)
+        )
+        if not claims:
+            return 0
+        started = start_heads(
+            claims,
+            using=self.using,
+            namespace=self.namespace,
+            worker_id=self.worker_id,
+            lease_ms=self.lease_ms,
+            settings=self.settings,
+        )
+        self.claimed_total += len(started)
+        with self._lock:
+            for job in started:
+                self.in_flight[job.sequence] = job
+        for job in started:
+            self.pool.submit(self._run_job, job)
+        # Heads that were not started (a lost attempt now retried) may be runnable.
+        self._heads_dirty = len(started) < len(claims)
+        return len(claims)
+
+    def _claim_queue(self) -> int:
         free = self._free_slots()
         if free <= 0:
             return 0
@@ -345,27 +450,48 @@ class Worker:
         outcomes = list(self.completed)
         with self._lock:
             self._writing = {outcome.started.sequence for outcome in outcomes}
+        # Slots the finished jobs free, for the partitions' next heads (started in
+        # the same transaction); none once stopping.
+        with self._lock:
+            slots = self.options.concurrency - len(self.in_flight) + len(outcomes)
+        if self.stopping.is_set():
+            slots = 0
+        if self.options.max_jobs is not None:
+            slots = min(slots, self.options.max_jobs - self.claimed_total)
         try:
-            records = finish_batch(
+            records, started = finish_and_continue(
                 outcomes,
                 using=self.using,
                 namespace=self.namespace,
                 worker_id=self.worker_id,
                 settings=self.settings,
+                lease_ms=self.lease_ms,
+                slots=max(0, slots),
             )
         except BaseException:
             with self._lock:
                 self._writing = set()
             raise
+        if any(outcome.started.partition is not None for outcome in outcomes) and (
+            len(started) >= slots
+        ):
+            # The finish started as many next heads as it could: others may wait.
+            self._heads_dirty = True
+        self.claimed_total += len(started)
         for _ in outcomes:
             self.completed.popleft()
         with self._lock:
             for outcome in outcomes:
                 self.in_flight.pop(outcome.started.sequence, None)
+            for job in started:
+                self.in_flight[job.sequence] = job
             self._writing = set()
+        for job in started:
+            self.pool.submit(self._run_job, job)
         self.finished_total += len(outcomes)
         for outcome, record in zip(outcomes, records, strict=True):
-            self._announce_finished(outcome, record)
+            if record.stage != stages.RUNNING:  # still running: a fenced, stale outcome
+                self._announce_finished(outcome, record)
 
     def _announce_finished(self, outcome: Outcome, record: JobRecord) -> None:
         try:
@@ -389,25 +515,26 @@ class Worker:
         )
 
     def _periodic(self) -> None:
-        now = time.monotonic()
-        if now - self._last_promotion >= PROMOTION_INTERVAL_SECONDS:
-            self._last_promotion = now
-            self._promote_if_due()
+        """The maintenance passes that are due (promotion every 0.5 s among them; each
+        pass run by one process per namespace at a time), and the metrics flush."""
+        self._promote_if_due()
         if metrics.accumulator.seconds_since_flush() >= METRICS_FLUSH_SECONDS:
             metrics.flush()
 
+    @functools.cached_property
+    def _maintenance(self) -> PassRunner:
+        return PassRunner(
+            using=self.using,
+            namespace=self.namespace,
+            settings=self.settings,
+            owner=self.worker_id,
+        )
+
     def _promote_if_due(self) -> int:
-        storage = DjangoStorage(self.using)
-        start, stop = due_scan_bounds(self.namespace, now_ms())
-        if not storage.key_scan(start, stop, 1):
-            return 0
-        lease_key = f"{self.namespace}-pass-promote"
-        if not storage.set_if_absent(
-            lease_key, self.worker_id.encode(), PROMOTION_INTERVAL_SECONDS
-        ):
-            return 0
-        promoted = promote_all_due(using=self.using, namespace=self.namespace)
-        storage.delete(lease_key)
+        """Runs the due maintenance passes; returns how many jobs were promoted (and
+        wakes the loop to claim them)."""
+        runs = self._maintenance.run_due()
+        promoted = sum(run.done for run in runs if run.name == "promote")
         if promoted:
             self.wake.set()
         return promoted
@@ -415,6 +542,8 @@ class Worker:
     def _burst_is_over(self) -> bool:
         if self.in_flight or self.completed:
             return False
+        if PartitionStore(self.using).runnable_head_exists(self.namespace, now_ms()):
+            return False  # a partition head is runnable (held here or elsewhere)
         storage = DjangoStorage(self.using)
         start, stop = due_scan_bounds(self.namespace, now_ms())
         if storage.key_scan(start, stop, 1):
