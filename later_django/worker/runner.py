@@ -3,9 +3,13 @@
 All database work of the job path happens on the main thread's connection,
 in batches: one claim (up to 16 messages, never more than free threads), one
 transaction to start what was claimed, one transaction to finish whatever
-completed since the last look. Job threads only run task code. The main
-thread also runs the promotion of due jobs (one process per namespace at a
-time, by a short lease key) and flushes metrics about once a second.
+completed since the last look. Job threads only run task code. Jobs on topic
+partitions are claimed from the heads of the partitions this worker leases
+(``worker.partitions``), and a partition's next head starts inside the
+transaction that finishes the previous one. The main thread also runs the due
+maintenance passes (promotion every 0.5 s, recurring ticks, sweep, ...: each
+by one process per namespace at a time, ``later_django.maintenance``) and
+flushes metrics about once a second.
 
 Faults: a job's exception is its own failure; a database error (server
 restarted, SQLite busy past its timeout) is logged and retried with back-off,
@@ -66,7 +70,6 @@ logger = logging.getLogger("later_django.worker")
 CLAIM_BATCH = 16
 #: A look at the queue at least this often, for messages due by time alone.
 IDLE_LOOK_SECONDS = 1.0
-PROMOTION_INTERVAL_SECONDS = 0.5
 #: While the delivery queue keeps the worker busy, partition heads are still
 #: looked at least this often.
 HEAD_LOOK_SECONDS = 0.25
@@ -121,7 +124,6 @@ class Worker:
         self.signals_seen = 0
         self.claimed_total = 0
         self.finished_total = 0
-        self._last_promotion = 0.0
         self._watch: SqliteChangeWatch | None = None
         self._session_prepared_for: object = None
         self._last_claim_was_full = False
