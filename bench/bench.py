@@ -331,16 +331,8 @@ def run_drain(system: str, options: argparse.Namespace, log_dir: Path) -> dict[s
             rss[workers.processes[0].pid] = supervisor_rss
     finally:
         problems = stop_workers(workers)
-    done = success + failed
     return {
-        "value": done / seconds,
-        "jobs": jobs,
-        "completed": done,
-        "failed": failed,
-        "timed_out": done < jobs,
-        "seconds": round(seconds, 3),
-        "publish_seconds": round(publish_s, 3),
-        "worker_start_seconds": round(ready_s, 3),
+        **_drain_figures(jobs, success, failed, seconds, publish_s, ready_s),
         "rss_mb": max((value for value in rss.values() if value is not None), default=None),
         "rss_job_processes_mb": sorted(
             value for pid, value in rss.items() if value is not None and pid in job_pids
@@ -378,6 +370,16 @@ def run_partition_drain(options: argparse.Namespace, log_dir: Path) -> dict[str,
         seconds, success, failed = wait_finished(LATER, jobs, options.drain_timeout)
     finally:
         problems = stop_workers(workers)
+    return {
+        **_drain_figures(jobs, success, failed, seconds, publish_s, ready_s),
+        "worker_problems": problems,
+    }
+
+
+def _drain_figures(
+    jobs: int, success: int, failed: int, seconds: float, publish_s: float, ready_s: float
+) -> dict[str, Any]:
+    """The figures every drain-like scenario reports."""
     done = success + failed
     return {
         "value": done / seconds,
@@ -388,7 +390,6 @@ def run_partition_drain(options: argparse.Namespace, log_dir: Path) -> dict[str,
         "seconds": round(seconds, 3),
         "publish_seconds": round(publish_s, 3),
         "worker_start_seconds": round(ready_s, 3),
-        "worker_problems": problems,
     }
 
 

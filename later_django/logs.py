@@ -162,6 +162,27 @@ def _non_negative(name: str, value: Any) -> int:
     return value
 
 
+def _check_retention_limits(older_than_seconds: Any, keep_last: Any) -> None:
+    """Raises ``ValueError`` naming a retention limit that is not a non-negative number."""
+    if keep_last is not None:
+        _non_negative("keep_last", keep_last)
+    if older_than_seconds is not None and (
+        isinstance(older_than_seconds, bool)
+        or not isinstance(older_than_seconds, int | float)
+        or older_than_seconds < 0
+    ):
+        raise ValueError(
+            f"older_than_seconds must be a non-negative number, got {older_than_seconds!r}"
+        )
+
+
+def _appended_before_ms(older_than_seconds: float | None) -> int:
+    """The age bound of a cleanup: records appended before it are old enough."""
+    if older_than_seconds is None:
+        return 2**62
+    return now_ms() - int(older_than_seconds * 1000)
+
+
 def _positive(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -298,19 +319,8 @@ class RetainedLog:
         At least one limit is required. Returns how many records were deleted."""
         if older_than_seconds is None and keep_last is None:
             raise ValueError("cleanup needs older_than_seconds, keep_last or both")
-        if older_than_seconds is not None and (
-            isinstance(older_than_seconds, bool)
-            or not isinstance(older_than_seconds, int | float)
-            or older_than_seconds < 0
-        ):
-            raise ValueError(
-                f"older_than_seconds must be a non-negative number, got {older_than_seconds!r}"
-            )
-        if keep_last is not None:
-            _non_negative("keep_last", keep_last)
-        before_ms = (
-            now_ms() - int(older_than_seconds * 1000) if older_than_seconds is not None else 2**62
-        )
+        _check_retention_limits(older_than_seconds, keep_last)
+        before_ms = _appended_before_ms(older_than_seconds)
         topic = self._topic
         return sum(
             topic.store.cleanup(topic.namespace, topic.topic, partition, before_ms, keep_last or 0)
@@ -589,24 +599,13 @@ def retention_pass(
 
     if not compact and older_than_seconds is None and keep_last is None:
         raise ValueError("retention_pass needs compact=True, older_than_seconds or keep_last")
-    if keep_last is not None:
-        _non_negative("keep_last", keep_last)
-    if older_than_seconds is not None and (
-        isinstance(older_than_seconds, bool)
-        or not isinstance(older_than_seconds, int | float)
-        or older_than_seconds < 0
-    ):
-        raise ValueError(
-            f"older_than_seconds must be a non-negative number, got {older_than_seconds!r}"
-        )
+    _check_retention_limits(older_than_seconds, keep_last)
     cleans = older_than_seconds is not None or keep_last is not None
 
     def run(context: PassContext) -> int:
         partitions = topic_partitions(context.settings, topic)
         store = LogStore(context.using)
-        before_ms = (
-            now_ms() - int(older_than_seconds * 1000) if older_than_seconds is not None else 2**62
-        )
+        before_ms = _appended_before_ms(older_than_seconds)
         removed = 0
         start = random.randrange(partitions)  # a spent budget must not starve the last ones
         for partition in [*range(start, partitions), *range(start)]:

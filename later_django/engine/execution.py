@@ -176,25 +176,8 @@ def start_batch(
         if record.stage != stages.ENQUEUED:
             writes.acks.append(message.sequence)
             continue
-        try:
-            task = resolve_task(record.task_path)
-        except UnregisteredTaskError as error:
-            logger.error("job %s: %s; marking it failed", record.job_id, error)
-            moves.start(writes, record, now, worker_id, lease_until)
-            moves.fail_attempt(
-                writes,
-                record,
-                now,
-                JobError(
-                    "later_django.engine.registry.UnregisteredTaskError",
-                    str(error),
-                    now,
-                    record.attempts,
-                ),
-                settings,
-                retryable=False,
-            )
-            writes.leases_acquired.pop()
+        task = _resolve_or_fail(writes, record, now, worker_id, lease_until, settings)
+        if task is None:
             writes.acks.append(message.sequence)
             continue
         moves.start(writes, record, now, worker_id, lease_until)
@@ -545,25 +528,8 @@ def _start_head(
         # Waiting (or already finished): the head is not runnable; recompute it.
         writes.partitions_touched.add(claim.partition)
         return None
-    try:
-        task = resolve_task(record.task_path)
-    except UnregisteredTaskError as error:
-        logger.error("job %s: %s; marking it failed", record.job_id, error)
-        moves.start(writes, record, now, worker_id, lease_until)
-        moves.fail_attempt(
-            writes,
-            record,
-            now,
-            JobError(
-                "later_django.engine.registry.UnregisteredTaskError",
-                str(error),
-                now,
-                record.attempts,
-            ),
-            settings,
-            retryable=False,
-        )
-        writes.leases_acquired.pop()
+    task = _resolve_or_fail(writes, record, now, worker_id, lease_until, settings)
+    if task is None:
         return None
     moves.start(writes, record, now, worker_id, lease_until)
     return StartedJob(record, task, -next(_synthetic_sequences), epoch=claim.epoch)
@@ -612,3 +578,35 @@ def release_children(
             else:
                 moves.make_ready(writes, child, now)
         parents = newly_finished
+
+
+def _resolve_or_fail(
+    writes: JobWrites,
+    record: JobRecord,
+    now: int,
+    worker_id: str,
+    lease_until: int,
+    settings: LaterSettings,
+) -> Task | None:
+    """The record's registered task, or None after writing the job ``failed``
+    (no retries: an unregistered task path will not become registered by waiting)."""
+    try:
+        return resolve_task(record.task_path)
+    except UnregisteredTaskError as error:
+        logger.error("job %s: %s; marking it failed", record.job_id, error)
+        moves.start(writes, record, now, worker_id, lease_until)
+        moves.fail_attempt(
+            writes,
+            record,
+            now,
+            JobError(
+                "later_django.engine.registry.UnregisteredTaskError",
+                str(error),
+                now,
+                record.attempts,
+            ),
+            settings,
+            retryable=False,
+        )
+        writes.leases_acquired.pop()
+        return None

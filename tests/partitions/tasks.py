@@ -6,29 +6,14 @@ fsynced), naming the key, the job's number within its key, and the process.
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from pathlib import Path
-from typing import Any
 
 from django.tasks import task
 
+# The worker tests' line log; re-exported so the partition tests read ``tasks.read_lines``.
+from tests.worker.tasks import append_line, read_lines
 
-def append_line(path: str, entry: dict[str, Any]) -> None:
-    line = json.dumps({**entry, "pid": os.getpid(), "at": time.time()}) + "\n"
-    with open(path, "a", encoding="utf-8") as file:
-        file.write(line)
-        file.flush()
-        os.fsync(file.fileno())
-
-
-def read_lines(path: str | Path) -> list[dict[str, Any]]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+__all__ = ["append_line", "read_lines"]
 
 
 @task
