@@ -161,14 +161,11 @@ def start_batch(
             if lease is not None and lease.owner != worker_id and lease.lease_until_ms > now:
                 writes.nacks.append((message.sequence, lease.lease_until_ms - now))
                 continue
-            lost = JobError(
-                exception_class_path="later_django.exceptions.WorkerLost",
-                traceback=(
-                    f"worker {lease.owner if lease else 'unknown'} stopped renewing the "
-                    f"execution lease of attempt {record.attempts}"
-                ),
-                at_ms=now,
-                attempt=record.attempts,
+            lost = _worker_lost(
+                record,
+                now,
+                f"worker {lease.owner if lease else 'unknown'} stopped renewing the "
+                f"execution lease of attempt {record.attempts}",
             )
             moves.fail_attempt(writes, record, now, lost, settings, _policy_or_none(record))
             writes.acks.append(message.sequence)
@@ -511,14 +508,11 @@ def _start_head(
     """One head's moves (see :func:`start_heads`); the job to run, or None."""
     if record.stage == stages.RUNNING:
         previous = record.worker_ids[-1] if record.worker_ids else "unknown"
-        lost = JobError(
-            exception_class_path="later_django.exceptions.WorkerLost",
-            traceback=(
-                f"worker {previous} lost the lease of topic {claim.topic!r} partition "
-                f"{claim.partition_id} while running attempt {record.attempts}"
-            ),
-            at_ms=now,
-            attempt=record.attempts,
+        lost = _worker_lost(
+            record,
+            now,
+            f"worker {previous} lost the lease of topic {claim.topic!r} partition "
+            f"{claim.partition_id} while running attempt {record.attempts}",
         )
         moves.fail_attempt(writes, record, now, lost, settings, _policy_or_none(record))
         return None
@@ -610,3 +604,13 @@ def _resolve_or_fail(
         )
         writes.leases_acquired.pop()
         return None
+
+
+def _worker_lost(record: JobRecord, now: int, why: str) -> JobError:
+    """The error recorded for an attempt whose worker stopped holding its lease."""
+    return JobError(
+        exception_class_path="later_django.exceptions.WorkerLost",
+        traceback=why,
+        at_ms=now,
+        attempt=record.attempts,
+    )

@@ -44,7 +44,7 @@ def make_runner(alias: str, *names: str, owner: str = "test-process") -> PassRun
 
 
 @pytest.fixture
-def test_passes() -> Iterator[Callable[..., MaintenancePass]]:
+def temporary_passes() -> Iterator[Callable[..., MaintenancePass]]:
     """Registers test-only passes (``register(name, interval, run, **options)``) and
     removes them after the test."""
     names: list[str] = []

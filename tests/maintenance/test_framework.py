@@ -40,14 +40,14 @@ def wait_for(condition: Callable[[], Any], timeout: float = 30.0, what: str = "c
 # --- registry (no database) ---
 
 
-def test_a_second_pass_under_a_taken_name_is_refused(test_passes) -> None:
-    test_passes("probe_taken", 1.0, lambda context: 0)
+def test_a_second_pass_under_a_taken_name_is_refused(temporary_passes) -> None:
+    temporary_passes("probe_taken", 1.0, lambda context: 0)
     with pytest.raises(ValueError, match="'probe_taken' is already registered"):
         register_pass(MaintenancePass("probe_taken", 2.0, lambda context: 0))
 
 
-def test_registering_the_same_pass_object_again_changes_nothing(test_passes) -> None:
-    first = test_passes("probe_same", 1.0, lambda context: 0)
+def test_registering_the_same_pass_object_again_changes_nothing(temporary_passes) -> None:
+    first = temporary_passes("probe_same", 1.0, lambda context: 0)
     assert register_pass(first) is first
 
 
@@ -86,9 +86,9 @@ def alias_free_settings():  # type: ignore[no-untyped-def]
 
 
 @DB
-def test_a_pass_runs_once_per_interval_namespace_wide(alias: str, test_passes) -> None:
+def test_a_pass_runs_once_per_interval_namespace_wide(alias: str, temporary_passes) -> None:
     calls: list[str] = []
-    test_passes("probe_once", 30.0, count_calls(calls))
+    temporary_passes("probe_once", 30.0, count_calls(calls))
     first, second = (
         make_runner(alias, "probe_once", owner="A"),
         make_runner(alias, "probe_once", owner="B"),
@@ -105,14 +105,14 @@ def test_a_pass_runs_once_per_interval_namespace_wide(alias: str, test_passes) -
 
 
 @DB
-def test_a_pass_is_due_again_one_interval_after_its_start(alias: str, test_passes) -> None:
+def test_a_pass_is_due_again_one_interval_after_its_start(alias: str, temporary_passes) -> None:
     calls: list[tuple[str, float]] = []
 
     def run(context: PassContext) -> int:
         calls.append((context.owner, time.monotonic()))
         return 1
 
-    test_passes("probe_again", 0.3, run)
+    temporary_passes("probe_again", 0.3, run)
     first, second = (
         make_runner(alias, "probe_again", owner="A"),
         make_runner(alias, "probe_again", owner="B"),
@@ -125,7 +125,7 @@ def test_a_pass_is_due_again_one_interval_after_its_start(alias: str, test_passe
 
 @DB
 def test_a_running_pass_holds_its_lease_for_its_budget_plus_the_margin(
-    alias: str, test_passes
+    alias: str, temporary_passes
 ) -> None:
     seen: list[tuple[list, int]] = []
     other = make_runner(alias, "probe_long", owner="B")
@@ -139,7 +139,7 @@ def test_a_running_pass_holds_its_lease_for_its_budget_plus_the_margin(
         seen.append((other.run_due(force=True), expiry - now_ms()))
         return 0
 
-    test_passes("probe_long", 0.1, run, max_run_seconds=5.0)
+    temporary_passes("probe_long", 0.1, run, max_run_seconds=5.0)
     runs = make_runner(alias, "probe_long", owner="A").run_due()
     assert [run.name for run in runs] == ["probe_long"]
     refused, lease_left_ms = seen[0]
@@ -151,9 +151,9 @@ def test_a_running_pass_holds_its_lease_for_its_budget_plus_the_margin(
 
 
 @DB
-def test_a_lease_left_by_a_process_that_died_mid_pass_lapses(alias: str, test_passes) -> None:
+def test_a_lease_left_by_a_process_that_died_mid_pass_lapses(alias: str, temporary_passes) -> None:
     calls: list[str] = []
-    test_passes("probe_dead", 0.1, count_calls(calls))
+    temporary_passes("probe_dead", 0.1, count_calls(calls))
     # A process took the lease and died: its key stays until it expires.
     assert DjangoStorage(alias).set_if_absent(lease_key(NAMESPACE, "probe_dead"), b"dead", 0.5)
     survivor = make_runner(alias, "probe_dead", owner="B")
@@ -163,7 +163,9 @@ def test_a_lease_left_by_a_process_that_died_mid_pass_lapses(alias: str, test_pa
 
 
 @DB
-def test_a_process_that_lost_its_lease_leaves_the_new_holder_alone(alias: str, test_passes) -> None:
+def test_a_process_that_lost_its_lease_leaves_the_new_holder_alone(
+    alias: str, temporary_passes
+) -> None:
     key = lease_key(NAMESPACE, "probe_lost")
     storage = DjangoStorage(alias)
 
@@ -173,7 +175,7 @@ def test_a_process_that_lost_its_lease_leaves_the_new_holder_alone(alias: str, t
         assert context.extend_lease(120) is False
         return 1
 
-    test_passes("probe_lost", 0.1, run)
+    temporary_passes("probe_lost", 0.1, run)
     make_runner(alias, "probe_lost", owner="A").run_due()
     lease = StorageValue.objects.using(alias).get(key=key)
     assert bytes(lease.value) == b"C"
@@ -181,14 +183,14 @@ def test_a_process_that_lost_its_lease_leaves_the_new_holder_alone(alias: str, t
 
 
 @DB
-def test_a_failing_pass_is_reported_and_the_others_still_run(alias: str, test_passes) -> None:
+def test_a_failing_pass_is_reported_and_the_others_still_run(alias: str, temporary_passes) -> None:
     calls: list[str] = []
 
     def broken(context: PassContext) -> int:
         raise RuntimeError("broken on purpose")
 
-    test_passes("probe_broken", 30.0, broken)
-    test_passes("probe_fine", 30.0, count_calls(calls))
+    temporary_passes("probe_broken", 30.0, broken)
+    temporary_passes("probe_fine", 30.0, count_calls(calls))
     runs = make_runner(alias, "probe_broken", "probe_fine").run_due()
     assert [(run.name, run.error) for run in runs] == [
         ("probe_broken", "RuntimeError: broken on purpose"),
@@ -198,12 +200,12 @@ def test_a_failing_pass_is_reported_and_the_others_still_run(alias: str, test_pa
 
 
 @DB
-def test_defer_keeps_every_process_off_the_pass(alias: str, test_passes) -> None:
+def test_defer_keeps_every_process_off_the_pass(alias: str, temporary_passes) -> None:
     def run(context: PassContext) -> int:
         context.defer(60)
         return 0
 
-    test_passes("probe_defer", 0.1, run)
+    temporary_passes("probe_defer", 0.1, run)
     make_runner(alias, "probe_defer", owner="A").run_due()
     time.sleep(0.2)
     assert make_runner(alias, "probe_defer", owner="B").run_due(force=True) == []
@@ -212,23 +214,23 @@ def test_defer_keeps_every_process_off_the_pass(alias: str, test_passes) -> None
 
 
 @DB
-def test_a_pass_with_nothing_wanted_takes_no_lease(alias: str, test_passes) -> None:
+def test_a_pass_with_nothing_wanted_takes_no_lease(alias: str, temporary_passes) -> None:
     calls: list[str] = []
-    test_passes("probe_unwanted", 30.0, count_calls(calls), wanted=lambda context: False)
+    temporary_passes("probe_unwanted", 30.0, count_calls(calls), wanted=lambda context: False)
     assert make_runner(alias, "probe_unwanted").run_due() == []
     assert calls == []
     assert DjangoStorage(alias).get(lease_key(NAMESPACE, "probe_unwanted")) is None
 
 
 @DB
-def test_a_process_does_not_look_again_before_its_next_try(alias: str, test_passes) -> None:
+def test_a_process_does_not_look_again_before_its_next_try(alias: str, temporary_passes) -> None:
     looks: list[int] = []
 
     def wanted(context: PassContext) -> bool:
         looks.append(1)
         return False
 
-    test_passes("probe_quiet", 30.0, lambda context: 0, wanted=wanted)
+    temporary_passes("probe_quiet", 30.0, lambda context: 0, wanted=wanted)
     runner = make_runner(alias, "probe_quiet")
     for _ in range(20):
         runner.run_due()
@@ -237,10 +239,10 @@ def test_a_process_does_not_look_again_before_its_next_try(alias: str, test_pass
 
 
 @DB
-def test_run_due_passes_runs_only_the_named_passes(alias: str, test_passes) -> None:
+def test_run_due_passes_runs_only_the_named_passes(alias: str, temporary_passes) -> None:
     calls: list[str] = []
-    test_passes("probe_named", 30.0, count_calls(calls))
-    test_passes("probe_other", 30.0, count_calls(calls))
+    temporary_passes("probe_named", 30.0, count_calls(calls))
+    temporary_passes("probe_other", 30.0, count_calls(calls))
     from later_django.conf import later_settings
 
     runs = run_due_passes(
@@ -259,14 +261,14 @@ def test_run_due_passes_runs_only_the_named_passes(alias: str, test_passes) -> N
 
 
 @DB
-def test_a_broken_wanted_check_fails_its_pass_alone(alias: str, test_passes) -> None:
+def test_a_broken_wanted_check_fails_its_pass_alone(alias: str, temporary_passes) -> None:
     calls: list[str] = []
 
     def broken(context: PassContext) -> bool:
         raise KeyError("no such thing")
 
-    test_passes("probe_bad_check", 30.0, count_calls(calls), wanted=broken)
-    test_passes("probe_after", 30.0, count_calls(calls))
+    temporary_passes("probe_bad_check", 30.0, count_calls(calls), wanted=broken)
+    temporary_passes("probe_after", 30.0, count_calls(calls))
     runs = make_runner(alias, "probe_bad_check", "probe_after").run_due()
     assert [(run.name, run.error) for run in runs] == [
         ("probe_bad_check", "KeyError: 'no such thing'"),
