@@ -15,7 +15,7 @@ Conventions, as in Later's data model:
 * ``date_expire`` makes a row invisible once it is in the past; the sweep
   deletes it later;
 * triggers, partial and covering indexes are created by ``RunSQL`` per vendor
-  (migration ``0002``), not declared here.
+  (migrations ``0002``, ``0005``), not declared here.
 
 Two counter tables carry a ``shard`` column the seed does not have:
 ``later_stage_counts`` and ``later_queue_depth``. On PostgreSQL their triggers
@@ -373,7 +373,7 @@ class JobIndexEntry(LaterModel):
 
 
 class StageCount(LaterModel):
-    """Live jobs per stage (a striped counter, summed over ``shard`` on read)."""
+    """Jobs per stage, every stage (a striped counter, summed over ``shard`` on read)."""
 
     pk = models.CompositePrimaryKey("namespace", "stage", "shard")
     namespace = models.CharField(max_length=NAME_LENGTH)

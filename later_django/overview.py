@@ -7,11 +7,14 @@ recurring jobs and the database size. Every read is O(1) or bounded by a small
 table (counters, metric buckets, workers, partitions); none counts or scans
 ``later_jobs_index`` or ``later_delivery_queue``:
 
-* live stages come from the trigger-kept counters (``later_stage_counts``,
-  ``later_queue_depth``), as :meth:`Storage.job_index_stage_counts` does;
-* finished stages (``success``, ``failed``) are counted from the index with the
-  expiry filter but **capped** at :data:`FINISHED_COUNT_CAP` rows (the count
-  reads at most that many index entries; the dashboard shows "10,000+");
+* every stage comes from the trigger-kept counters (``later_stage_counts``,
+  shards summed; ``enqueued`` adds ``later_queue_depth``), live stages as
+  :meth:`Storage.job_index_stage_counts` reads them;
+* finished stages (``success``, ``failed``) count the index rows that exist:
+  the unexpired ones plus expired ones the ``sweep`` pass (every 10 s, in
+  bounded batches) has not deleted yet. The job lists leave expired rows out at
+  once, so for up to a sweep interval, longer behind a large backlog of expired
+  rows, a finished count can be above what its list shows;
 * the oldest ready message of a queue is the first ready one in queue order
   (a walk of the primary key that stops at the first match), asked only for
   queues whose counter says they hold ready messages.
@@ -40,8 +43,6 @@ from later_django.storage.types import (
 
 #: Every stage, in the order the dashboard shows them.
 STAGES: tuple[str, ...] = LIVE_STAGES + FINISHED_STAGES
-#: Finished stages are counted up to this many jobs ("10,000+" beyond).
-FINISHED_COUNT_CAP = 10_000
 #: A worker whose last heartbeat is older than this is not live (it beats every
 #: third of its 30 s lease, so this is six missed beats).
 LIVE_WORKER_MS = 60_000
@@ -53,25 +54,15 @@ HISTORY_RANGES: dict[str, int] = {"hour": 60, "day": 24 * 60, "week": 7 * 24 * 6
 PARTITIONS_SHOWN_PER_TOPIC = 64
 WAIT_MODES: tuple[str, ...] = ("regular", "sequential")
 
-_CAPPED_FINISHED = (
-    "SELECT COUNT(*) FROM (SELECT 1 FROM later_jobs_index"
-    " WHERE namespace = %s AND stage = %s AND (date_expire IS NULL OR date_expire > %s)"
-    " LIMIT %s) AS capped"
-)
-
 OVERVIEW_SQL = Statements(
     {
-        "live_stage_counts": (
+        # Every stage, finished ones included (migration 0005): one row per stage.
+        "stage_counts": (
             "SELECT stage, SUM(count) FROM later_stage_counts WHERE namespace = %s GROUP BY stage"
         ),
         "queue_depths": (
             "SELECT queue_name, SUM(ready) FROM later_queue_depth"
             " WHERE namespace = %s GROUP BY queue_name ORDER BY queue_name"
-        ),
-        # Two capped counts (success, failed): each reads at most the cap of index entries.
-        "finished_counts": (
-            f"SELECT 'success', ({_CAPPED_FINISHED})"
-            f" UNION ALL SELECT 'failed', ({_CAPPED_FINISHED})"
         ),
         "recent_transitions": (
             "SELECT stage, SUM(count) FROM later_job_transition_metrics"
@@ -126,11 +117,10 @@ BLOCKING_HEAD_STAGES = frozenset({"delayed", "requeued", "waiting"})
 
 @dataclass(frozen=True)
 class StageFigure:
-    """Jobs in one stage; ``capped`` when the count stopped at :data:`FINISHED_COUNT_CAP`."""
+    """Jobs in one stage (finished stages: index rows not swept yet, see the module)."""
 
     stage: str
     count: int
-    capped: bool = False
 
     @property
     def live(self) -> bool:
@@ -226,10 +216,7 @@ class Overview:
             "namespace": self.namespace,
             "database": self.using,
             "now_ms": self.now_ms,
-            "stages": {
-                figure.stage: {"count": figure.count, "capped": figure.capped}
-                for figure in self.stages
-            },
+            "stages": {figure.stage: {"count": figure.count} for figure in self.stages},
             "throughput_last_minute": dict(self.transitions),
             "waits": {mode: asdict(stats) for mode, stats in self.waits.items()},
             "queues": [asdict(queue) for queue in self.queues],
@@ -275,7 +262,7 @@ def read_overview(
         namespace=namespace,
         using=using,
         now_ms=now,
-        stages=_read_stages(sql, namespace, now, queues),
+        stages=_read_stages(sql, namespace, queues),
         transitions=transitions,
         waits=waits,
         queues=[
@@ -300,27 +287,16 @@ def _read_queues(sql: SqlRunner, namespace: str, now: int) -> list[QueueFigure]:
     return figures
 
 
-def _read_stages(
-    sql: SqlRunner, namespace: str, now: int, queues: list[QueueFigure]
-) -> list[StageFigure]:
+def _read_stages(sql: SqlRunner, namespace: str, queues: list[QueueFigure]) -> list[StageFigure]:
     counts = dict.fromkeys(STAGES, 0)
-    for stage, total in sql.fetch_all("live_stage_counts", [namespace]):
-        if stage in LIVE_STAGES:
+    for stage, total in sql.fetch_all("stage_counts", [namespace]):
+        if stage in counts:
             counts[stage] += max(int(total or 0), 0)
     # Queued jobs not on a partition have no index row: the job queues' depth counts them.
     counts["enqueued"] += sum(
         queue.ready for queue in queues if not queue.queue_name.startswith(INTERNAL_QUEUE_PREFIX)
     )
-    capped: set[str] = set()
-    params = [namespace, "success", now, FINISHED_COUNT_CAP + 1]
-    params += [namespace, "failed", now, FINISHED_COUNT_CAP + 1]
-    for stage, total in sql.fetch_all("finished_counts", params):
-        total = int(total or 0)
-        if total > FINISHED_COUNT_CAP:
-            capped.add(stage)
-            total = FINISHED_COUNT_CAP
-        counts[stage] = total
-    return [StageFigure(stage, counts[stage], stage in capped) for stage in STAGES]
+    return [StageFigure(stage, counts[stage]) for stage in STAGES]
 
 
 def _read_recent(

@@ -115,6 +115,66 @@ def test_migrating_to_zero_and_back_removes_and_restores_everything(db_alias: st
     assert index_names(db_alias) >= EXPECTED_INDEXES
 
 
+def stage_counter_totals(alias: str) -> dict[tuple[str, str], int]:
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT namespace, stage, SUM(count) FROM later_stage_counts GROUP BY namespace, stage"
+        )
+        return {(ns, stage): int(total) for ns, stage, total in cursor.fetchall() if total}
+
+
+def test_migration_0005_counts_the_finished_rows_already_in_the_index(db_alias: str) -> None:
+    from later_django.clock import now_ms
+    from later_django.storage.job_index import JobIndexStore
+    from later_django.storage.types import JobIndexRow
+
+    def row(job_id: str, stage: str, date_expire_ms: int | None = None) -> JobIndexRow:
+        return JobIndexRow(
+            job_id=job_id,
+            payload_type="t",
+            stage=stage,
+            stage_date_ms=now_ms(),
+            revision=0,
+            created_at_ms=now_ms(),
+            date_expire_ms=date_expire_ms,
+        )
+
+    hour = 3_600_000
+    call_command("migrate", "later_django", "0004", database=db_alias, verbosity=0)
+    try:
+        store = JobIndexStore(db_alias)
+        store.job_index_upsert(
+            "ns",
+            [
+                row("a", "success", now_ms() + hour),
+                row("b", "success", now_ms() - 1_000),  # expired, not swept yet
+                row("c", "failed", now_ms() + hour),
+                row("d", "running"),
+            ],
+        )
+        store.job_index_upsert("other", [row("z", "failed", now_ms() + hour)])
+        before = {("ns", "running"): 1}
+        assert stage_counter_totals(db_alias) == before, "0002's triggers count live stages"
+
+        call_command("migrate", "later_django", "0005", database=db_alias, verbosity=0)
+        backfilled = {
+            ("ns", "running"): 1,
+            ("ns", "success"): 2,
+            ("ns", "failed"): 1,
+            ("other", "failed"): 1,
+        }
+        assert stage_counter_totals(db_alias) == backfilled
+        store.job_index_upsert("ns", [row("e", "failed", now_ms() + hour)])
+        assert stage_counter_totals(db_alias)[("ns", "failed")] == 2, "the triggers count on"
+
+        call_command("migrate", "later_django", "0004", database=db_alias, verbosity=0)
+        assert stage_counter_totals(db_alias) == before, "reverse removes the finished counters"
+        store.job_index_upsert("ns", [row("f", "success", now_ms() + hour)])
+        assert stage_counter_totals(db_alias) == before, "and 0002's triggers are back"
+    finally:
+        call_command("migrate", "later_django", database=db_alias, verbosity=0)
+
+
 def test_record_keys_carry_no_like_index_beside_their_primary_key(db_alias: str) -> None:
     # Django's varchar_pattern_ops twin (PostgreSQL) would cost an index entry on
     # every record write for lookups later_django never makes; migration 0004 drops it.

@@ -15,7 +15,6 @@ from django.http import HttpRequest
 from later_django.admin.chart import queue_chart
 from later_django.admin.jobs import when
 from later_django.overview import (
-    FINISHED_COUNT_CAP,
     HISTORY_RANGES,
     Overview,
     read_overview,
@@ -126,9 +125,7 @@ def _stage_rows(overview: Overview) -> list[dict[str, Any]]:
         {
             "stage": figure.stage,
             "count": figure.count,
-            "capped": figure.capped,
             "live": figure.live,
-            "cap": FINISHED_COUNT_CAP,
         }
         for figure in overview.stages
     ]

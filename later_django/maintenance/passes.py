@@ -5,7 +5,7 @@
 * ``sweep`` (10 s): expired values, range members, index rows, stale metric buckets.
 * ``wal_checkpoint`` (5 s, SQLite): truncate a write-ahead log over 32,768 frames.
 * ``vacuum`` (``VACUUM_INTERVAL``, off by default): SQLite ``VACUUM``.
-* ``reconcile`` (300 s): recount live stages and queue depth.
+* ``reconcile`` (300 s): recount the stage counters (finished stages too) and queue depth.
 * ``queue_sample`` (once a minute): one ``later_queue_samples`` row per namespace and minute.
 * ``purge`` (60 s): rows nothing reads: old dashboard ranges, dead workers, dead leases.
 
@@ -144,8 +144,8 @@ def vacuum(context: PassContext) -> int:
 
 
 def reconcile(context: PassContext) -> int:
-    """Replaces the namespace's live-stage counters and queue depths with recounts
-    (one transaction); returns 1."""
+    """Replaces the namespace's stage counters (finished stages too) and queue depths
+    with recounts (one transaction); returns 1."""
     DjangoStorage(context.using).job_index_reconcile_stage_counts(context.namespace)
     return 1
 

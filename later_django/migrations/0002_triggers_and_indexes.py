@@ -87,10 +87,42 @@ SQLITE_DEPTH_UPSERT = (
     "SELECT {row}.namespace, {row}.queue_name, 0, {delta} WHERE true "
     "ON CONFLICT (namespace, queue_name, shard) DO UPDATE SET ready = ready + excluded.ready;"
 )
-SQLITE_STAGE_UPSERT = (
-    "INSERT INTO later_stage_counts (namespace, stage, shard, count) "
-    "SELECT {row}.namespace, {row}.stage, 0, {delta} WHERE {row}.stage IN " + LIVE_STAGES + " "
-    "ON CONFLICT (namespace, stage, shard) DO UPDATE SET count = count + excluded.count;"
+
+
+def sqlite_stage_upsert(stages: str) -> str:
+    """The SQLite stage-counter upsert for the stages of the SQL list ``stages``
+    (``{row}``/``{delta}`` left to fill); migration 0005 reuses it."""
+    return (
+        "INSERT INTO later_stage_counts (namespace, stage, shard, count) "
+        "SELECT {row}.namespace, {row}.stage, 0, {delta} WHERE {row}.stage IN " + stages + " "
+        "ON CONFLICT (namespace, stage, shard) DO UPDATE SET count = count + excluded.count;"
+    )
+
+
+def sqlite_stage_count_triggers(stages: str) -> list[str]:
+    """The three SQLite ``later_stage_counts`` triggers, counting the stages of ``stages``."""
+    upsert = sqlite_stage_upsert(stages)
+    return [
+        "CREATE TRIGGER later_stage_counts_on_insert AFTER INSERT ON later_jobs_index BEGIN "
+        + upsert.format(row="NEW", delta="1")
+        + " END",
+        "CREATE TRIGGER later_stage_counts_on_move AFTER UPDATE OF stage ON later_jobs_index "
+        "WHEN OLD.stage IS NOT NEW.stage BEGIN "
+        + upsert.format(row="OLD", delta="-1")
+        + " "
+        + upsert.format(row="NEW", delta="1")
+        + " END",
+        "CREATE TRIGGER later_stage_counts_on_delete AFTER DELETE ON later_jobs_index BEGIN "
+        + upsert.format(row="OLD", delta="-1")
+        + " END",
+    ]
+
+
+SQLITE_STAGE_UPSERT = sqlite_stage_upsert(LIVE_STAGES)
+SQLITE_STAGE_COUNT_TRIGGER_NAMES = (
+    "later_stage_counts_on_insert",
+    "later_stage_counts_on_move",
+    "later_stage_counts_on_delete",
 )
 
 SQLITE_TRIGGERS = [
@@ -108,18 +140,7 @@ SQLITE_TRIGGERS = [
     "WHEN OLD.lease_until IS NULL BEGIN "
     + SQLITE_DEPTH_UPSERT.format(row="OLD", delta="-1")
     + " END",
-    "CREATE TRIGGER later_stage_counts_on_insert AFTER INSERT ON later_jobs_index BEGIN "
-    + SQLITE_STAGE_UPSERT.format(row="NEW", delta="1")
-    + " END",
-    "CREATE TRIGGER later_stage_counts_on_move AFTER UPDATE OF stage ON later_jobs_index "
-    "WHEN OLD.stage IS NOT NEW.stage BEGIN "
-    + SQLITE_STAGE_UPSERT.format(row="OLD", delta="-1")
-    + " "
-    + SQLITE_STAGE_UPSERT.format(row="NEW", delta="1")
-    + " END",
-    "CREATE TRIGGER later_stage_counts_on_delete AFTER DELETE ON later_jobs_index BEGIN "
-    + SQLITE_STAGE_UPSERT.format(row="OLD", delta="-1")
-    + " END",
+    *sqlite_stage_count_triggers(LIVE_STAGES),
 ]
 SQLITE_DROP_TRIGGERS = [
     f"DROP TRIGGER IF EXISTS {name}"
@@ -128,11 +149,63 @@ SQLITE_DROP_TRIGGERS = [
         "later_queue_depth_on_claim",
         "later_queue_depth_on_release",
         "later_queue_depth_on_delete",
-        "later_stage_counts_on_insert",
-        "later_stage_counts_on_move",
-        "later_stage_counts_on_delete",
+        *SQLITE_STAGE_COUNT_TRIGGER_NAMES,
     )
 ]
+
+
+def postgres_stage_counts_function(stages: str, create: str = "CREATE FUNCTION") -> str:
+    """``later_stage_counts_follow()`` counting the stages of the SQL list ``stages``;
+    migration 0005 passes ``CREATE OR REPLACE FUNCTION``."""
+    return (
+        "\n"
+        + create
+        + """ later_stage_counts_follow() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    shard_id smallint := (pg_backend_pid() % 8)::smallint;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO later_stage_counts (namespace, stage, shard, count)
+        SELECT namespace, stage, shard_id, COUNT(*) FROM new_rows
+        WHERE stage IN """
+        + stages
+        + """
+        GROUP BY namespace, stage ORDER BY namespace, stage
+        ON CONFLICT (namespace, stage, shard)
+        DO UPDATE SET count = later_stage_counts.count + EXCLUDED.count;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO later_stage_counts (namespace, stage, shard, count)
+        SELECT namespace, stage, shard_id, -COUNT(*) FROM old_rows
+        WHERE stage IN """
+        + stages
+        + """
+        GROUP BY namespace, stage ORDER BY namespace, stage
+        ON CONFLICT (namespace, stage, shard)
+        DO UPDATE SET count = later_stage_counts.count + EXCLUDED.count;
+    ELSE
+        INSERT INTO later_stage_counts (namespace, stage, shard, count)
+        SELECT namespace, stage, shard_id, SUM(delta) FROM (
+            SELECT o.namespace, o.stage, -1 AS delta
+            FROM old_rows o JOIN new_rows n ON n.namespace = o.namespace AND n.job_id = o.job_id
+            WHERE o.stage IS DISTINCT FROM n.stage
+            UNION ALL
+            SELECT n.namespace, n.stage, 1 AS delta
+            FROM old_rows o JOIN new_rows n ON n.namespace = o.namespace AND n.job_id = o.job_id
+            WHERE o.stage IS DISTINCT FROM n.stage
+        ) AS moves
+        WHERE stage IN """
+        + stages
+        + """
+        GROUP BY namespace, stage HAVING SUM(delta) <> 0 ORDER BY namespace, stage
+        ON CONFLICT (namespace, stage, shard)
+        DO UPDATE SET count = later_stage_counts.count + EXCLUDED.count;
+    END IF;
+    RETURN NULL;
+END;
+$$
+"""
+    )
+
 
 # PostgreSQL: one function per counter; the statement-level triggers pass the
 # operation, and the function folds the statement's transition table(s) into
@@ -172,51 +245,7 @@ BEGIN
 END;
 $$
 """,
-    """
-CREATE FUNCTION later_stage_counts_follow() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    shard_id smallint := (pg_backend_pid() % 8)::smallint;
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO later_stage_counts (namespace, stage, shard, count)
-        SELECT namespace, stage, shard_id, COUNT(*) FROM new_rows
-        WHERE stage IN """
-    + LIVE_STAGES
-    + """
-        GROUP BY namespace, stage ORDER BY namespace, stage
-        ON CONFLICT (namespace, stage, shard)
-        DO UPDATE SET count = later_stage_counts.count + EXCLUDED.count;
-    ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO later_stage_counts (namespace, stage, shard, count)
-        SELECT namespace, stage, shard_id, -COUNT(*) FROM old_rows
-        WHERE stage IN """
-    + LIVE_STAGES
-    + """
-        GROUP BY namespace, stage ORDER BY namespace, stage
-        ON CONFLICT (namespace, stage, shard)
-        DO UPDATE SET count = later_stage_counts.count + EXCLUDED.count;
-    ELSE
-        INSERT INTO later_stage_counts (namespace, stage, shard, count)
-        SELECT namespace, stage, shard_id, SUM(delta) FROM (
-            SELECT o.namespace, o.stage, -1 AS delta
-            FROM old_rows o JOIN new_rows n ON n.namespace = o.namespace AND n.job_id = o.job_id
-            WHERE o.stage IS DISTINCT FROM n.stage
-            UNION ALL
-            SELECT n.namespace, n.stage, 1 AS delta
-            FROM old_rows o JOIN new_rows n ON n.namespace = o.namespace AND n.job_id = o.job_id
-            WHERE o.stage IS DISTINCT FROM n.stage
-        ) AS moves
-        WHERE stage IN """
-    + LIVE_STAGES
-    + """
-        GROUP BY namespace, stage HAVING SUM(delta) <> 0 ORDER BY namespace, stage
-        ON CONFLICT (namespace, stage, shard)
-        DO UPDATE SET count = later_stage_counts.count + EXCLUDED.count;
-    END IF;
-    RETURN NULL;
-END;
-$$
-""",
+    postgres_stage_counts_function(LIVE_STAGES),
 ]
 
 POSTGRES_TRIGGERS = [

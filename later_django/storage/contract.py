@@ -196,7 +196,8 @@ class Storage(ABC):
 
     @abstractmethod
     def job_index_reconcile_stage_counts(self, namespace: str) -> None:
-        """Recounts live stages and queue depth and replaces the counters, atomically."""
+        """Recounts every stage (finished ones: the index rows that exist, as the
+        triggers count them) and queue depth, and replaces the counters, atomically."""
 
     @abstractmethod
     def job_index_list_by_stage(

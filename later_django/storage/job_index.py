@@ -5,7 +5,9 @@ partition have none: the delivery queue answers for them). Live-stage counts
 come from the trigger-kept, striped ``later_stage_counts`` and
 ``later_queue_depth`` counters (readers sum the shards), so the stage panel
 costs O(1) however many jobs there are; listings are keyset pages whose cost
-is the page size.
+is the page size. The triggers count the finished stages too (migration 0005):
+the dashboard reads them there, while :meth:`JobIndexStore.job_index_stage_counts`
+keeps the seed's answer (unexpired finished rows, counted from the index).
 
 Every method runs on the connection of ``self.using``: inside the caller's
 ``transaction.atomic()`` its writes join the caller's transaction.
@@ -220,12 +222,13 @@ class JobIndexStore(AliasBound):
         return counts
 
     def job_index_reconcile_stage_counts(self, namespace: str) -> None:
-        """Replaces the namespace's live-stage counters and queue depths with recounts.
+        """Replaces the namespace's stage counters and queue depths with recounts.
 
-        One transaction (a savepoint inside the caller's): live stages are
-        recounted from the index, queue depth from the unclaimed rows of the
-        delivery queue per queue; the recounts land in shard 0 and every other
-        shard is cleared.
+        One transaction (a savepoint inside the caller's): every stage is
+        recounted from the index rows that exist, the finished ones included
+        (expired rows the sweep has not deleted yet count, as for the triggers),
+        queue depth from the unclaimed rows of the delivery queue per queue; the
+        recounts land in shard 0 and every other shard is cleared.
         """
         sql = self._index_sql
         with transaction.atomic(using=self.using):

@@ -8,9 +8,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-#: Stages that never carry an expiry; counted by ``later_stage_counts``.
+#: Stages that never carry an expiry; counted by ``later_stage_counts`` (as every stage is).
 LIVE_STAGES: tuple[str, ...] = ("delayed", "waiting", "enqueued", "running", "requeued")
-#: Stages that carry ``date_expire``; counted from the index with the expiry filter.
+#: Stages that carry ``date_expire``. ``later_stage_counts`` counts their existing index
+#: rows (the dashboard reads those); ``job_index_stage_counts`` counts unexpired rows.
 FINISHED_STAGES: tuple[str, ...] = ("success", "failed")
 
 #: Queue names starting with this are Later's own (partition-ready, maintenance):

@@ -15,6 +15,7 @@ from later_django.engine.records import (
     encode_record,
     job_key,
 )
+from later_django.overview import read_overview
 from later_django.storage.django import DjangoStorage
 from later_django.storage.queue import SqlDeliveryQueue
 from tests.admin.support import seed_jobs
@@ -188,6 +189,36 @@ def test_deleting_delayed_and_finished_jobs_removes_record_index_and_schedule(
     counts = storage.job_index_stage_counts("default")
     assert counts.get("delayed", 0) == 0
     assert counts.get("failed", 0) == 0
+
+
+def finished_figures(alias: str) -> tuple[int, int]:
+    """``(success, failed)`` as the dashboard reads them (the trigger-kept counters),
+    checked against the seed's count of unexpired index rows."""
+    overview = read_overview(alias, "default")
+    figures = overview.count("success"), overview.count("failed")
+    counts = DjangoStorage(alias).job_index_stage_counts("default")
+    assert figures == (counts.get("success", 0), counts.get("failed", 0))
+    return figures
+
+
+def test_the_finished_counters_follow_the_worker_and_the_actions(
+    manager_client: Client, later_db: str
+) -> None:
+    seeded = seed_jobs()  # running -> success three times, running -> failed once
+    assert finished_figures(later_db) == (3, 1)
+
+    # Retry: failed -> enqueued (the index row leaves with the failed stage).
+    manager_client.post(reverse("later_django:job_retry", args=[seeded.failed]))
+    assert finished_figures(later_db) == (3, 0)
+    # The burst runs it again (running -> failed) and the queued jobs (-> success).
+    run_burst()
+    success, failed = finished_figures(later_db)
+    assert failed == 1 and success > 3
+
+    # Delete a failed and a succeeded job.
+    manager_client.post(reverse("later_django:job_delete", args=[seeded.failed]))
+    manager_client.post(reverse("later_django:job_delete", args=[seeded.succeeded[0]]))
+    assert finished_figures(later_db) == (success - 1, 0)
 
 
 def test_actions_on_partitioned_jobs_are_refused(later_db: str) -> None:

@@ -25,9 +25,8 @@ pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 JOB_LINK = re.compile(r'<a href="/admin/later_django/job/(\w+)/"><code>')
 NEXT_LINK = re.compile(r'<a class="later-next" href="\?cursor=([^"]+)">')
-UNBOUNDED_COUNT = re.compile(
-    r"COUNT\(\*\)\s+FROM\s+\"?later_(jobs_index|delivery_queue)\b", re.IGNORECASE
-)
+COUNT_CALL = re.compile(r"\bCOUNT\s*\(", re.IGNORECASE)
+BIG_TABLE = re.compile(r"\blater_(jobs_index|delivery_queue)\b", re.IGNORECASE)
 
 
 def walk(client: Client, url: str) -> tuple[list[str], int]:
@@ -132,7 +131,10 @@ def test_the_index_issues_few_queries_and_never_counts_a_big_table(
     assert response.status_code == 200
     statements = [query["sql"] for context in contexts for query in context.captured_queries]
     assert len(statements) <= 30, statements
-    counting = [sql for sql in statements if UNBOUNDED_COUNT.search(sql)]
+    # No COUNT( at all in a statement that reads a big table, not even over a LIMITed
+    # subquery: every stage count, finished ones too, is a counter read.
+    counting = [sql for sql in statements if COUNT_CALL.search(sql) and BIG_TABLE.search(sql)]
     assert counting == []
-    touching_index = [sql for sql in statements if "later_jobs_index" in sql]
-    assert touching_index and all("LIMIT" in sql.upper() for sql in touching_index)
+    # Whatever reads a big table (the oldest ready message) stops after a few rows.
+    touching = [sql for sql in statements if BIG_TABLE.search(sql)]
+    assert all("LIMIT" in sql.upper() for sql in touching), touching

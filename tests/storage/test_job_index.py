@@ -157,7 +157,8 @@ def test_counters_follow_the_index_rows_exactly(db_alias: str) -> None:
         "a stale write must not move a counter"
     )
 
-    # Finishing leaves the live counters; finished stages are read from the index.
+    # Finishing leaves the live counters; ``job_index_stage_counts`` reads finished
+    # stages from the index (the raw counters count them too, see below).
     a = replace(a, stage="success", revision=2, date_expire_ms=now_ms() + HOUR_MS)
     store.job_index_upsert("ns", [a])
     assert (count_of(store, "running"), count_of(store, "success")) == (0, 1)
@@ -190,6 +191,97 @@ def test_a_recount_replaces_whatever_the_counters_drifted_to(db_alias: str) -> N
     assert run_sql(
         db_alias, "SELECT stage, shard, count FROM later_stage_counts WHERE namespace = 'ns'"
     ) == [("delayed", 0, 1)], "the recount lands in shard 0 and nothing else is left"
+
+
+def counter_totals(db_alias: str, namespace: str = "ns") -> dict[str, int]:
+    """The raw ``later_stage_counts`` of a namespace, shards summed; zero totals left out."""
+    rows = run_sql(
+        db_alias,
+        "SELECT stage, SUM(count) FROM later_stage_counts WHERE namespace = %s GROUP BY stage",
+        [namespace],
+    )
+    return {stage: int(total) for stage, total in rows if int(total) != 0}
+
+
+# --- finished-stage counters (migration 0005) ---
+
+
+def test_the_counters_follow_finished_rows_in_moves_and_out(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    later = now_ms() + HOUR_MS
+    store.job_index_upsert(
+        "ns",
+        [row("a", "running"), row("b", "running"), row("c", "running"), row("d", "success", later)],
+    )
+    assert counter_totals(db_alias) == {"running": 3, "success": 1}, "an insert adds"
+
+    # running -> success and running -> failed, in one statement (a worker's finish).
+    store.job_index_upsert(
+        "ns", [row("a", "success", later, revision=1), row("b", "failed", later, revision=1)]
+    )
+    assert counter_totals(db_alias) == {"running": 1, "success": 2, "failed": 1}
+
+    # failed -> enqueued: an operator's retry of a job that keeps its index row.
+    store.job_index_upsert(
+        "ns", [row("b", "enqueued", revision=2, topic="orders", partition_id=0, sequence=1)]
+    )
+    assert counter_totals(db_alias) == {"running": 1, "enqueued": 1, "success": 2}
+
+    # A same-stage re-save and a write the revision guard rejects change nothing.
+    store.job_index_upsert("ns", [row("a", "success", later, revision=1)])
+    store.job_index_upsert("ns", [row("a", "running", revision=0)])
+    assert counter_totals(db_alias) == {"running": 1, "enqueued": 1, "success": 2}
+
+    # A delete (the dashboard's delete of a finished job) subtracts.
+    store.job_index_remove("ns", ["d"])
+    assert counter_totals(db_alias) == {"running": 1, "enqueued": 1, "success": 1}
+
+    # Expired rows count until the sweep deletes them; the seed's count leaves them out.
+    expired = now_ms() - 1_000
+    store.job_index_upsert("ns", [row("e", "failed", expired), row("f", "success", expired)])
+    assert counter_totals(db_alias) == {"running": 1, "enqueued": 1, "success": 2, "failed": 1}
+    assert (count_of(store, "success"), count_of(store, "failed")) == (1, 0)
+    assert store.job_index_sweep_expired("ns", now_ms(), 10) == 2
+    assert counter_totals(db_alias) == {"running": 1, "enqueued": 1, "success": 1}
+
+    # Another namespace has counters of its own.
+    store.job_index_upsert("other", [row("z", "failed", later)])
+    assert counter_totals(db_alias, "other") == {"failed": 1}
+    assert counter_totals(db_alias) == {"running": 1, "enqueued": 1, "success": 1}
+
+
+def test_a_recount_repairs_drifted_finished_counters(db_alias: str) -> None:
+    store = JobIndexStore(db_alias)
+    t = now_ms()
+    store.job_index_upsert(
+        "ns",
+        [
+            row("a", "success", t + HOUR_MS),
+            row("b", "success", t - 1_000),  # expired, not swept yet: still counted
+            row("c", "failed", t + HOUR_MS),
+            row("d", "running"),
+        ],
+    )
+    store.job_index_upsert("other", [row("z", "failed", t + HOUR_MS)])
+    run_sql(db_alias, "UPDATE later_stage_counts SET count = count + 7 WHERE stage = 'success'")
+    run_sql(db_alias, "DELETE FROM later_stage_counts WHERE stage = 'failed'")
+    run_sql(
+        db_alias,
+        "INSERT INTO later_stage_counts (namespace, stage, shard, count) "
+        "VALUES ('ns', 'failed', 5, 40)",
+    )
+    assert counter_totals(db_alias) == {"running": 1, "success": 9, "failed": 40}
+
+    store.job_index_reconcile_stage_counts("ns")
+
+    assert sorted(
+        run_sql(
+            db_alias, "SELECT stage, shard, count FROM later_stage_counts WHERE namespace = 'ns'"
+        )
+    ) == [("failed", 0, 1), ("running", 0, 1), ("success", 0, 2)]
+    assert counter_totals(db_alias, "other") == {}, "another namespace is not recounted"
+    store.job_index_reconcile_stage_counts("other")
+    assert counter_totals(db_alias, "other") == {"failed": 1}
 
 
 def test_stage_counts_sum_every_shard_of_a_counter(db_alias: str) -> None:

@@ -56,10 +56,7 @@ def render_text(overview: Overview) -> str:
     lines = [f"later_django: namespace {overview.namespace!r} on database {overview.using!r}", ""]
     lines += _table(
         ["stage", "jobs", "moves (last minute)"],
-        [
-            [f.stage, f"{f.count}{'+' if f.capped else ''}", overview.transitions.get(f.stage, 0)]
-            for f in overview.stages
-        ],
+        [[f.stage, f.count, overview.transitions.get(f.stage, 0)] for f in overview.stages],
     )
     lines += ["", "queues:"]
     if overview.queues:

@@ -32,6 +32,8 @@ def _sql_list(names: tuple[str, ...]) -> str:
 LIVE_STAGE_LIST = _sql_list(LIVE_STAGES)
 #: ``'success', 'failed'``
 FINISHED_STAGE_LIST = _sql_list(FINISHED_STAGES)
+#: Every stage: what the ``later_stage_counts`` triggers count (migration 0005).
+COUNTED_STAGE_LIST = _sql_list(LIVE_STAGES + FINISHED_STAGES)
 
 #: The columns of an index row, in the order of :class:`JobIndexRow`'s fields.
 ROW_COLUMNS = (
@@ -125,12 +127,14 @@ STATEMENTS = Statements(
         ),
         # --- reconcile (one transaction) ---
         "reconcile_clear_stage_counts": "DELETE FROM later_stage_counts WHERE namespace = %s",
-        # ON CONFLICT: on PostgreSQL a trigger of a concurrent writer may have
-        # re-created shard 0 of a stage since the delete; its delta then adds up.
+        # Every index row that exists, finished ones too (expired or not: the
+        # triggers count a row until the sweep deletes it). ON CONFLICT: on
+        # PostgreSQL a trigger of a concurrent writer may have re-created shard 0
+        # of a stage since the delete; its delta then adds up.
         "reconcile_recount_stages": (
             "INSERT INTO later_stage_counts (namespace, stage, shard, count)"
             " SELECT namespace, stage, 0, COUNT(*) FROM later_jobs_index"
-            f" WHERE namespace = %s AND stage IN ({LIVE_STAGE_LIST})"
+            f" WHERE namespace = %s AND stage IN ({COUNTED_STAGE_LIST})"
             " GROUP BY namespace, stage"
             " ON CONFLICT (namespace, stage, shard) DO UPDATE SET"
             " count = later_stage_counts.count + excluded.count"
