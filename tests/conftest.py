@@ -103,3 +103,16 @@ def vendor(db_alias: str) -> str:
     from django.db import connections
 
     return connections[db_alias].vendor
+
+
+@pytest.fixture
+def workers(tmp_path):  # type: ignore[no-untyped-def]
+    """Real ``later_worker`` processes started by the test (``workers.start(...)``);
+    any still running at the end are killed with their process groups."""
+    from tests.worker.test_worker_process import Workers
+
+    pool = Workers(tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.kill_all()

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 
@@ -294,12 +295,7 @@ class PartitionStore(AliasBound):
         rows = runner.fetch_all(
             "fence_and_next",
             [
-                lease_until_ms,
-                [topic for topic, _, _ in wanted],
-                [pid for _, pid, _ in wanted],
-                [epoch for _, _, epoch in wanted],
-                namespace,
-                owner,
+                *_fence_params(wanted, lease_until_ms, namespace, owner),
                 namespace,
                 sorted(set(exits)),
                 namespace,
@@ -459,14 +455,7 @@ class PartitionStore(AliasBound):
         if runner.vendor == "postgresql":
             rows = runner.fetch_all(
                 "lease_fence",
-                [
-                    lease_until_ms,
-                    [topic for topic, _, _ in wanted],
-                    [pid for _, pid, _ in wanted],
-                    [epoch for _, _, epoch in wanted],
-                    namespace,
-                    owner,
-                ],
+                _fence_params(wanted, lease_until_ms, namespace, owner),
             )
         else:
             rows = []
@@ -477,3 +466,18 @@ class PartitionStore(AliasBound):
                 if row is not None:
                     rows.append(row)
         return {(topic, int(pid)) for topic, pid in rows}
+
+
+def _fence_params(
+    wanted: Sequence[tuple[str, int, int]], lease_until_ms: int, namespace: str, owner: str
+) -> list[Any]:
+    """PostgreSQL parameters of the lease fence: the new expiry, the held
+    ``(topic, partition, epoch)`` triples as three arrays, namespace, owner."""
+    return [
+        lease_until_ms,
+        [topic for topic, _, _ in wanted],
+        [pid for _, pid, _ in wanted],
+        [epoch for _, _, epoch in wanted],
+        namespace,
+        owner,
+    ]

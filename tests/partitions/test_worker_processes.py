@@ -31,15 +31,6 @@ START_SECONDS = 60.0
 
 
 @pytest.fixture
-def workers(tmp_path: Path) -> Iterator[Workers]:
-    pool = Workers(tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.kill_all()
-
-
-@pytest.fixture
 def alias(db_alias: str) -> Iterator[str]:
     from django.test import override_settings
 

@@ -32,26 +32,17 @@ DAY_MS = 86_400_000
 
 
 @pytest.fixture
-def pool(tmp_path: Path) -> Iterator[Workers]:
-    workers = Workers(tmp_path)
-    try:
-        yield workers
-    finally:
-        workers.kill_all()
-
-
-@pytest.fixture
 def alias(db_alias: str) -> Iterator[str]:
     with later_on(db_alias):
         yield db_alias
 
 
-def stop(pool: Workers) -> None:
+def stop(workers: Workers) -> None:
     """SIGTERM to every worker; each must exit 0 within 30 s."""
-    for worker in pool.started:
+    for worker in workers.started:
         if worker.alive():
             worker.send(signal.SIGTERM)
-    for worker in pool.started:
+    for worker in workers.started:
         assert worker.wait_exit(30) == 0, worker.describe()
 
 
@@ -60,7 +51,7 @@ def recurring_settings(recurring_id: str, **entry: object) -> dict[str, object]:
 
 
 def test_two_workers_enqueue_each_per_second_tick_exactly_once(
-    alias: str, pool: Workers, tmp_path: Path
+    alias: str, workers: Workers, tmp_path: Path
 ) -> None:
     path = str(tmp_path / "ticks")
     later = recurring_settings(
@@ -70,14 +61,14 @@ def test_two_workers_enqueue_each_per_second_tick_exactly_once(
         args=[path, "tick"],
     )
     for _ in range(2):
-        pool.start(alias, "--concurrency", "4", later=later)
+        workers.start(alias, "--concurrency", "4", later=later)
 
     def five_seconds_of_runs() -> bool:
         ticks = {line["tick"] for line in read_lines(path)}
         return len(ticks) >= 2 and max(ticks) - min(ticks) >= 5_000
 
-    wait_for(five_seconds_of_runs, START_SECONDS + 30, "5 s of per-second occurrences", pool)
-    stop(pool)
+    wait_for(five_seconds_of_runs, START_SECONDS + 30, "5 s of per-second occurrences", workers)
+    stop(workers)
 
     records = occurrences(alias, "every-second")
     ticks = sorted(record.run_after_ms for record in records)
@@ -92,7 +83,7 @@ def test_two_workers_enqueue_each_per_second_tick_exactly_once(
     assert stored.last_run_ms == ticks[-1] and stored.next_run_ms == ticks[-1] + 1000
 
 
-def test_sequential_occurrences_never_overlap(alias: str, pool: Workers, tmp_path: Path) -> None:
+def test_sequential_occurrences_never_overlap(alias: str, workers: Workers, tmp_path: Path) -> None:
     path = str(tmp_path / "runs")
     later = recurring_settings(
         "slow",
@@ -102,13 +93,13 @@ def test_sequential_occurrences_never_overlap(alias: str, pool: Workers, tmp_pat
         sequential=True,
     )
     for _ in range(2):
-        pool.start(alias, "--concurrency", "4", later=later)
+        workers.start(alias, "--concurrency", "4", later=later)
 
     def four_finished() -> bool:
         return sum(line["event"] == "end" for line in read_lines(path)) >= 4
 
-    wait_for(four_finished, START_SECONDS + 40, "4 finished sequential occurrences", pool)
-    stop(pool)
+    wait_for(four_finished, START_SECONDS + 40, "4 finished sequential occurrences", workers)
+    stop(workers)
 
     runs: dict[str, dict[str, float]] = {}
     for line in read_lines(path):
@@ -122,7 +113,7 @@ def test_sequential_occurrences_never_overlap(alias: str, pool: Workers, tmp_pat
 
 
 def test_a_restart_after_downtime_runs_exactly_one_catch_up(
-    alias: str, pool: Workers, tmp_path: Path
+    alias: str, workers: Workers, tmp_path: Path
 ) -> None:
     path = str(tmp_path / "ticks")
     # A daily tick twelve hours away from now: no tick falls inside this test.
@@ -131,7 +122,7 @@ def test_a_restart_after_downtime_runs_exactly_one_catch_up(
     later = recurring_settings(
         "daily", cron=cron, task="tests.recurring.tasks.record_tick", args=[path, "daily"]
     )
-    first = pool.start(alias, "--burst", later=later)
+    first = workers.start(alias, "--burst", later=later)
     assert first.wait_exit(START_SECONDS) == 0, first.describe()
     synced = definition(alias, "daily")
     assert synced is not None and synced.last_run_ms is None
@@ -141,11 +132,11 @@ def test_a_restart_after_downtime_runs_exactly_one_catch_up(
     missed_since = synced.next_run_ms - 3 * DAY_MS
     move_next_run(alias, "daily", missed_since)
     for _ in range(2):
-        pool.start(alias, later=later)
+        workers.start(alias, later=later)
 
-    wait_for(lambda: read_lines(path), START_SECONDS + 30, "the catch-up occurrence", pool)
+    wait_for(lambda: read_lines(path), START_SECONDS + 30, "the catch-up occurrence", workers)
     time.sleep(3.0)  # several pass intervals: a second occurrence would show up here
-    stop(pool)
+    stop(workers)
 
     [catch_up] = occurrences(alias, "daily")
     assert [line["job_id"] for line in read_lines(path)] == [catch_up.job_id]

@@ -166,15 +166,6 @@ class Workers:
                 worker.kill()
 
 
-@pytest.fixture
-def workers(tmp_path: Path) -> Iterator[Workers]:
-    pool = Workers(tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.kill_all()
-
-
 @contextlib.contextmanager
 def later_on(alias: str) -> Iterator[str]:
     """``LATER`` of the test process on ``alias``; at the end the metric samples its
