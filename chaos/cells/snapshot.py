@@ -1,0 +1,75 @@
+"""``snapshot_pin``: a connection idle in a REPEATABLE READ transaction pins the
+snapshot (vacuum cannot remove dead rows) while load runs.
+
+Figures per phase (before, during, after the pin): throughput, p50/p95 latency,
+``n_dead_tup`` of the ``later_*`` tables. Pass: the common checks, and throughput
+during the pin ≥ ``THROUGHPUT_FLOOR`` x before.
+"""
+
+from __future__ import annotations
+
+import time
+from itertools import pairwise
+
+import psycopg
+
+from chaos.cells.kills import supervisor
+from chaos.figures import latencies, percentile, throughput
+from chaos.harness import Run
+
+RATE = 75.0
+THROUGHPUT_FLOOR = 0.8
+
+
+def dead_tuples(run: Run) -> int:
+    """Sum of ``n_dead_tup`` over the ``later_*`` tables (statistics lag ~1 s)."""
+    with psycopg.connect(run.target.admin_dsn(), autocommit=True) as admin:
+        (total,) = admin.execute(
+            "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables "
+            "WHERE relname LIKE 'later%%'"
+        ).fetchone()
+    return int(total)
+
+
+def snapshot_pin(run: Run) -> None:
+    before, pinned, after = (
+        run.profile.seconds(10),
+        run.profile.seconds(45),
+        run.profile.seconds(10),
+    )
+    supervisor(run)
+    run.enqueue(RATE, 3 + before + pinned + after)
+    run.wait_started()
+    marks = [time.time()]
+    run.sleep(before)
+    dead = [dead_tuples(run)]
+    with psycopg.connect(run.target.admin_dsn(), autocommit=True) as pin:
+        pin.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        pin.execute("SELECT count(*) FROM later_storage").fetchone()
+        marks.append(time.time())
+        run.sleep(pinned)
+        dead.append(dead_tuples(run))
+        pin.execute("ROLLBACK")
+    marks.append(time.time())
+    run.sleep(after)
+    marks.append(time.time())
+    dead.append(dead_tuples(run))
+    run.finish()
+    committed, executions = run.committed(), run.ledger.executions()
+    rates = []
+    for name, window, dead_rows in zip(
+        ("before", "pinned", "after"), pairwise(marks), dead, strict=True
+    ):
+        waits = latencies(committed, run.ledger.by_job, window)
+        rates.append(throughput(executions, window))
+        run.result.figure(f"{name}: jobs/s", rates[-1])
+        run.result.figure(
+            f"{name}: p50 / p95 s",
+            f"{percentile(waits, 0.5) or 0:.3f} / {percentile(waits, 0.95) or 0:.3f}",
+        )
+        run.result.figure(f"{name}: n_dead_tup (end)", dead_rows)
+    run.result.check(
+        rates[1] >= THROUGHPUT_FLOOR * rates[0],
+        f"throughput while pinned >= {THROUGHPUT_FLOOR:.0%} of before "
+        f"({rates[1]:.1f} vs {rates[0]:.1f} jobs/s)",
+    )

@@ -1,0 +1,221 @@
+"""The run of one cell: its directory, database, processes, load, drain and final count.
+
+A :class:`Run` starts ``later_worker`` processes and enqueuers on its
+:class:`~chaos.databases.Target`, records the faults the cell injects
+(:class:`~chaos.counting.Faults`), and at the end (:meth:`Run.finish`) drains,
+stops the workers with SIGTERM (timing each exit), asks the database for every
+job's status and adds the common figures and checks (exact count, lost,
+unexplained duplicates, database status, latency) to the cell's
+:class:`~chaos.report.Result`. :meth:`Run.close` kills whatever is left.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.cluster import Cluster
+from chaos.counting import Faults, tally
+from chaos.databases import Target
+from chaos.figures import latencies, percentile
+from chaos.ledger import Ledger, committed_ids
+from chaos.procs import REGISTRY, Proc, children_of
+from chaos.report import Result
+
+#: Seconds a SIGTERMed worker may take beyond its --shutdown-timeout.
+STOP_BOUND = 5.0
+#: ``--lease-seconds`` of the cells' workers (small, so reclaims are quick).
+LEASE = 3.0
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Sizes: ``scale`` multiplies every duration and count a cell takes from it."""
+
+    name: str
+    scale: float
+    minutes: float = 30.0
+
+    def seconds(self, short: float) -> float:
+        return short * self.scale
+
+    def count(self, short: int) -> int:
+        return max(1, round(short * self.scale))
+
+
+class Run:
+    """One cell on one database (see the module docstring)."""
+
+    def __init__(
+        self,
+        result: Result,
+        target: Target,
+        directory: Path,
+        profile: Profile,
+        seed: int,
+        cluster: Cluster | None = None,
+    ) -> None:
+        self.result = result
+        self.target = target
+        self.directory = directory
+        self.profile = profile
+        self.seed = seed
+        self.random = random.Random(seed)
+        self.cluster = cluster
+        self.faults = Faults()
+        self.ledger = Ledger(directory / "ledger.jsonl")
+        self.workers: list[Proc] = []
+        self.enqueuers: list[tuple[Proc, Path]] = []
+        self.shutdown_timeout = 5.0
+
+    # --- processes ---
+
+    def worker(self, *options: str, shutdown_timeout: float = 5.0) -> Proc:
+        """Starts ``python -m django later_worker <options>`` (its own session)."""
+        self.shutdown_timeout = shutdown_timeout
+        name = f"worker-{len(self.workers)}"
+        argv = ["-m", "django", "later_worker", "--shutdown-timeout", str(shutdown_timeout)]
+        proc = REGISTRY.spawn(
+            name, [*argv, *options], self.target.env("worker"), self.directory / f"{name}.log"
+        )
+        self.workers.append(proc)
+        return proc
+
+    def worker_pids(self) -> list[int]:
+        """Every live worker process (supervisors and their children)."""
+        return [pid for proc in self.workers for pid in proc.members()]
+
+    def children(self, supervisor: Proc) -> list[int]:
+        return children_of(supervisor.pid)
+
+    def enqueue(
+        self, rate: float, seconds: float, count: int = 1, task_seconds: float = 0.0
+    ) -> None:
+        """Starts ``count`` enqueuers, each at ``rate`` jobs/s for ``seconds``."""
+        for _ in range(count):
+            index = len(self.enqueuers)
+            argv = [
+                "-m", "chaos.agent", "enqueue",
+                "--ids", str(self.directory / f"ids-{index}.jsonl"),
+                "--stats", str(self.directory / f"stats-{index}.json"),
+                "--ledger", str(self.ledger.path),
+                "--rate", str(rate), "--seconds", str(seconds),
+                "--task-seconds", str(task_seconds),
+            ]  # fmt: skip
+            log = self.directory / f"enqueuer-{index}.log"
+            proc = REGISTRY.spawn(f"enqueuer-{index}", argv, self.target.env("enqueuer"), log)
+            self.enqueuers.append((proc, self.directory / f"stats-{index}.json"))
+
+    def agent(self, *argv: str, timeout: float = 180) -> str:
+        """Runs ``python -m chaos.agent <argv>`` to its end; returns its stdout."""
+        log = self.directory / "agent.log"
+        proc = REGISTRY.spawn("agent", ["-m", "chaos.agent", *argv], self.target.env("agent"), log)
+        status = proc.wait(timeout)
+        if status != 0:
+            proc.kill()
+            raise RuntimeError(f"chaos.agent {argv[0]} failed ({status}):\n{proc.log()[-3000:]}")
+        return proc.log()
+
+    def committed(self) -> dict[str, float]:
+        return committed_ids(sorted(self.directory.glob("ids-*.jsonl")))
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+    def wait_started(self, timeout: float = 60.0) -> float:
+        """Waits for the first ledger ``start``; returns when it was seen."""
+        deadline = time.monotonic() + timeout
+        while not self.ledger.refresh().by_job:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no job started within {timeout} s")
+            time.sleep(0.1)
+        return time.time()
+
+    # --- the end ---
+
+    def wait_enqueuers(self, timeout: float = 60.0) -> dict[str, int]:
+        """Waits for the enqueuers to finish; their summed stats."""
+        totals = {"committed": 0, "errors": 0, "locked": 0}
+        for proc, stats_path in self.enqueuers:
+            if proc.wait(timeout) is None:
+                proc.kill()
+                self.result.check(False, f"{proc.name} did not finish within {timeout} s")
+            stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+            for key in totals:
+                totals[key] += stats.get(key, 0)
+        return totals
+
+    def drain(self, timeout: float) -> float:
+        """Waits until every committed id has a ``done`` (or ``timeout``); seconds taken."""
+        started = time.monotonic()
+        committed = self.committed()
+        while time.monotonic() - started < timeout:
+            if set(committed) <= self.ledger.refresh().done_jobs:
+                break
+            time.sleep(0.25)
+        return time.monotonic() - started
+
+    def stop_workers(self) -> None:
+        """SIGTERM to every worker; checks each exits within shutdown timeout + bound."""
+        limit = self.shutdown_timeout + STOP_BOUND
+        for proc in self.workers:
+            proc.signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        slow = []
+        for proc in self.workers:
+            status = proc.wait(max(0.1, limit - (time.monotonic() - signalled)))
+            leftovers = proc.members()
+            if status is None or leftovers:
+                slow.append(f"{proc.name} (pid {proc.pid}, left: {leftovers})")
+                proc.kill()
+        self.result.figure("worker stop s (max)", time.monotonic() - signalled)
+        self.result.check(
+            not slow,
+            f"every worker exited within {limit:.0f} s of SIGTERM"
+            + (f"; not: {slow}" if slow else ""),
+        )
+
+    def finish(self, drain_timeout: float | None = None, records: tuple[str, ...] = ()) -> dict:
+        """Drain, stop, count; adds the common figures and checks. The database view."""
+        stats = self.wait_enqueuers()
+        drained = self.drain(drain_timeout or 30.0 + 3 * LEASE)
+        self.result.figure("drain s", drained)
+        self.stop_workers()
+        out = self.directory / "results.json"
+        ids = [str(path) for path in sorted(self.directory.glob("ids-*.jsonl"))]
+        self.agent("results", "--out", str(out), "--ids", *ids, "--records", *records)
+        view = json.loads(out.read_text())
+        self.ledger.refresh()
+        self.faults.kills.extend(self.ledger.exits)
+        committed = self.committed()
+        counted = tally(committed, self.ledger.by_job, view, self.faults)
+        window = (0.0, float("inf"))
+        waits = latencies(committed, self.ledger.by_job, window)
+        add = self.result.figure
+        add("jobs committed", counted.committed)
+        add("enqueue errors (retried)", stats["errors"])
+        add("completed once", counted.once)
+        add("duplicated (explained)", f"{counted.duplicated} ({counted.explained})")
+        add("lost", len(counted.lost))
+        add("latency p50 s", percentile(waits, 0.5))
+        add("latency p95 s", percentile(waits, 0.95))
+        check = self.result.check
+        check(counted.committed > 0, "jobs were committed")
+        check(not counted.lost, f"zero lost (lost: {counted.lost[:5]})")
+        check(
+            not counted.unexplained,
+            f"every duplicate explained (unexplained: {counted.unexplained[:5]})",
+        )
+        check(
+            not counted.not_successful,
+            f"every job SUCCESSFUL in the database (not: {counted.not_successful[:5]})",
+        )
+        self.stats = stats
+        return view
+
+    def close(self) -> None:
+        REGISTRY.kill_all()
