@@ -4,9 +4,9 @@
 VENV        := .venv
 PY          := $(VENV)/bin/python
 PYTHON_FIND := bin/find-python
-SRC         := later_django tests example_project bench
+SRC         := later_django tests example_project bench chaos
 
-.PHONY: venv test test-sqlite test-postgres lint format demo clean
+.PHONY: venv test test-sqlite test-postgres lint format demo clean chaos chaos-long chaos-soak
 
 $(VENV)/.installed: pyproject.toml
 	@interp=$$($(PYTHON_FIND)) || exit 1; \
@@ -31,6 +31,21 @@ lint: venv
 format: venv
 	$(PY) -m ruff check --fix $(SRC)
 	$(PY) -m ruff format $(SRC)
+
+# The black-box fault suite (docs/reliability.md): real workers, SQLite and PostgreSQL
+# (throwaway clusters for restarts, bloat and connection limits). `chaos` is the short
+# profile (under ~8 minutes), `chaos-long` several times longer, `chaos-soak` a soak of
+# CHAOS_MINUTES (default 30). One cell: .venv/bin/python -m chaos --cell sigkill --db sqlite
+CHAOS_MINUTES ?= 30
+
+chaos: venv
+	$(PY) -m chaos --profile short
+
+chaos-long: venv
+	$(PY) -m chaos --profile long
+
+chaos-soak: venv
+	$(PY) -m chaos --profile soak --minutes $(CHAOS_MINUTES)
 
 # The example project on SQLite: one worker and the dev server on 127.0.0.1 (Ctrl-C stops
 # both). Another port or database: make demo DEMO_PORT=8001 DEMO_DATABASE=/tmp/demo.sqlite3

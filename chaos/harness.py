@@ -15,7 +15,7 @@ import json
 import random
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from chaos.cluster import Cluster
@@ -47,36 +47,33 @@ class Profile:
         return max(1, round(short * self.scale))
 
 
+@dataclass
 class Run:
     """One cell on one database (see the module docstring)."""
 
-    def __init__(
-        self,
-        result: Result,
-        target: Target,
-        directory: Path,
-        profile: Profile,
-        seed: int,
-        cluster: Cluster | None = None,
-    ) -> None:
-        self.result = result
-        self.target = target
-        self.directory = directory
-        self.profile = profile
-        self.seed = seed
-        self.random = random.Random(seed)
-        self.cluster = cluster
-        self.faults = Faults()
-        self.ledger = Ledger(directory / "ledger.jsonl")
-        self.workers: list[Proc] = []
-        self.enqueuers: list[tuple[Proc, Path]] = []
-        self.shutdown_timeout = 5.0
+    result: Result
+    target: Target
+    directory: Path
+    profile: Profile
+    seed: int
+    cluster: Cluster | None = None
+    faults: Faults = field(default_factory=Faults)
+    workers: list[Proc] = field(default_factory=list)
+    #: (enqueuer, its stats file)
+    enqueuers: list[tuple[Proc, Path]] = field(default_factory=list)
+    #: the longest --shutdown-timeout of the workers started
+    shutdown_timeout: float = 0.0
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.random = random.Random(self.seed)
+        self.ledger = Ledger(self.directory / "ledger.jsonl")
 
     # --- processes ---
 
     def worker(self, *options: str, shutdown_timeout: float = 5.0) -> Proc:
         """Starts ``python -m django later_worker <options>`` (its own session)."""
-        self.shutdown_timeout = shutdown_timeout
+        self.shutdown_timeout = max(self.shutdown_timeout, shutdown_timeout)
         name = f"worker-{len(self.workers)}"
         argv = ["-m", "django", "later_worker", "--shutdown-timeout", str(shutdown_timeout)]
         proc = REGISTRY.spawn(

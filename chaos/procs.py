@@ -16,11 +16,20 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 _TICKS = os.sysconf("SC_CLK_TCK")
+_CHILD_ENVIRONMENT = {"PYTHONPATH": str(REPOSITORY), "PYTHONUNBUFFERED": "1"}
+#: A child runs from the repository, in a session of its own, output to its log.
+_SPAWN_OPTIONS = {
+    "cwd": REPOSITORY,
+    "stdin": subprocess.DEVNULL,
+    "stderr": subprocess.STDOUT,
+    "start_new_session": True,
+}
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -32,26 +41,23 @@ def _stat_fields(pid: int) -> list[str] | None:
     return text.rsplit(")", 1)[1].split()
 
 
+def _live_processes() -> Iterator[tuple[int, list[str]]]:
+    """``(pid, stat fields)`` of every process that is not a zombie."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and fields[0] != "Z":
+                yield int(entry.name), fields
+
+
 def session_members(session_id: int) -> list[int]:
-    """Live (non-zombie) pids of session ``session_id``."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _stat_fields(int(entry.name))
-            if fields and int(fields[3]) == session_id and fields[0] != "Z":
-                members.append(int(entry.name))
-    return members
+    """Live pids of session ``session_id`` (fields: state, ppid, pgrp, session, ...)."""
+    return [pid for pid, fields in _live_processes() if int(fields[3]) == session_id]
 
 
-def children_of(pid: int) -> list[int]:
-    """Live (non-zombie) direct children of ``pid``."""
-    children = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _stat_fields(int(entry.name))
-            if fields and int(fields[1]) == pid and fields[0] != "Z":
-                children.append(int(entry.name))
-    return children
+def children_of(parent: int) -> list[int]:
+    """Live direct children of ``parent``."""
+    return [pid for pid, fields in _live_processes() if int(fields[1]) == parent]
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -114,15 +120,10 @@ class Registry:
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str], log_path: Path) -> Proc:
         """Starts ``python argv...`` from the repository in a new session."""
+        environment = {**os.environ, **_CHILD_ENVIRONMENT, **env}
         with open(log_path, "ab") as log:
             popen = subprocess.Popen(
-                [sys.executable, *argv],
-                env={**os.environ, "PYTHONPATH": str(REPOSITORY), "PYTHONUNBUFFERED": "1", **env},
-                cwd=REPOSITORY,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+                [sys.executable, *argv], env=environment, stdout=log, **_SPAWN_OPTIONS
             )
         proc = Proc(name, popen, log_path)
         self.procs.append(proc)
