@@ -76,7 +76,8 @@ def _poison(options: argparse.Namespace) -> None:
             "undecodable": tasks.ledger.enqueue(path),
             "unregistered": tasks.ledger.enqueue(path),
             "os_exit": tasks.exit_abruptly.using(queue_name="exit").enqueue(path),
-            "non_json": tasks.return_non_json.enqueue(path),
+            # On the single worker's queue: not in a process an os._exit kills.
+            "non_json": tasks.return_non_json.using(queue_name="slow").enqueue(path),
             "sleeper": tasks.slow_first_attempt.using(queue_name="slow").enqueue(path, 600),
         }
     storage = DjangoStorage("default")

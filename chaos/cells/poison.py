@@ -3,8 +3,8 @@
 Poison jobs (chaos.agent poison): a record that is not MessagePack, a task path
 that is not registered, a task calling ``os._exit(1)`` (queue ``exit``, run by a
 ``--processes 2`` supervisor that must replace the dead children), a task
-returning a non-JSON value, and a sleeper (queue ``slow``, run by a single worker
-with ``--shutdown-timeout 2`` that is SIGTERMed while it sleeps).
+returning a non-JSON value and a sleeper (both queue ``slow``, run by a single
+worker with ``--shutdown-timeout 2`` that is SIGTERMed while the sleeper sleeps).
 
 Pass: the common checks on the normal jobs (duplicates only of jobs in a process
 that wrote an ``exit`` line); each poison job ends FAILED with the expected error
