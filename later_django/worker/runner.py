@@ -61,6 +61,7 @@ from later_django.storage.django import DjangoStorage
 from later_django.storage.execution import WorkerRow
 from later_django.storage.partitions import PartitionStore
 from later_django.storage.queue import SqlDeliveryQueue
+from later_django.worker.bell import Bell
 from later_django.worker.heartbeat import Heartbeat
 from later_django.worker.partitions import PartitionAssignment
 from later_django.worker.wakeup import PostgresListener, SqliteChangeWatch, wait_for_work
@@ -76,6 +77,9 @@ HEAD_LOOK_SECONDS = 0.25
 #: While partition jobs run, how long an empty delivery queue is not looked at again.
 QUEUE_RECHECK_SECONDS = 0.05
 METRICS_FLUSH_SECONDS = 1.0
+#: How long an orphaned child (its supervisor died) lets running jobs finish
+#: before it hands them back and exits (capped by ``--shutdown-timeout``).
+ORPHAN_SHUTDOWN_SECONDS = 5.0
 
 
 @dataclass
@@ -86,6 +90,9 @@ class WorkerOptions:
     max_jobs: int | None = None
     shutdown_timeout: float = 30.0
     lease_seconds: float = 30.0
+    #: A supervised child's supervisor: once it is gone (``os.getppid()`` changes),
+    #: the child stops, with at most ORPHAN_SHUTDOWN_SECONDS of grace.
+    parent_pid: int | None = None
 
 
 @dataclass
@@ -118,10 +125,15 @@ class Worker:
         self.completed: deque[Outcome] = deque()
         #: Sequences whose outcome is being written (acknowledged) right now.
         self._writing: set[int] = set()
-        self.wake = threading.Event()
-        self.stopping = threading.Event()
+        # Bells, not Events: the signal handler rings them (see worker.bell).
+        self.wake = Bell()
+        self.stopping = Bell()
         self.stop_threads = threading.Event()
         self.signals_seen = 0
+        self.stop_signal: int | None = None
+        #: Claimed messages whose start failed and whose hand-back failed too; handed
+        #: back as soon as the database answers again (not left to their leases).
+        self._unstarted: list[int] = []
         self.claimed_total = 0
         self.finished_total = 0
         self._watch: SqliteChangeWatch | None = None
@@ -144,17 +156,45 @@ class Worker:
     # --- life cycle ---
 
     def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT stop the worker; unblocks them (a supervised child starts
+        with them blocked, so one that came during its start-up is handled now)."""
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
 
     def _on_signal(self, signum: int, frame: object) -> None:
+        """Takes no lock (it may interrupt this very thread inside one): counts,
+        rings the bells, and on a second signal exits. The loop logs the stop."""
         self.signals_seen += 1
         if self.signals_seen > 1:
-            logger.warning("second signal: exiting at once")
-            os._exit(1)
-        logger.info("signal %s: finishing running jobs, then exiting", signum)
-        self.stopping.set()
-        self.wake.set()
+            try:
+                # Logging here may find this thread inside a write (RuntimeError):
+                # the exit must happen all the same.
+                logger.warning("second signal: exiting at once")
+            finally:
+                os._exit(1)
+        self.stop_signal = signum
+        self.stopping.ring()
+        self.wake.ring()
+
+    def _orphaned(self) -> bool:
+        parent = self.options.parent_pid
+        return parent is not None and os.getppid() != parent
+
+    def _announce_stop(self) -> None:
+        if self._orphaned():
+            logger.warning(
+                "supervisor %d is gone: finishing running jobs (at most %.0fs), then exiting",
+                self.options.parent_pid,
+                self._shutdown_seconds(),
+            )
+        elif self.stopping.is_set():
+            logger.info("signal %s: finishing running jobs, then exiting", self.stop_signal)
+
+    def _shutdown_seconds(self) -> float:
+        if self._orphaned():
+            return min(self.options.shutdown_timeout, ORPHAN_SHUTDOWN_SECONDS)
+        return self.options.shutdown_timeout
 
     def run(self) -> int:
         queue_names = ", ".join(self.options.queues)
@@ -200,6 +240,7 @@ class Worker:
         heartbeat.start()
         try:
             self._loop()
+            self._announce_stop()
             self._drain()
         finally:
             self.stop_threads.set()
@@ -254,9 +295,10 @@ class Worker:
 
     def _loop(self) -> None:
         backoff = _Backoff()
-        while not self.stopping.is_set():
+        while not self.stopping.is_set() and not self._orphaned():
             try:
                 self._prepare_session()
+                self._hand_back_unstarted()
                 self._finish_completed()
                 if self._done_with_max_jobs():
                     return
@@ -416,14 +458,27 @@ class Worker:
         return len(messages)
 
     def _hand_back(self, sequences: list[int]) -> None:
-        """Best effort: makes claimed messages ready again at once (otherwise they
-        wait for their lease to lapse)."""
+        """Makes claimed messages whose start failed ready again at once. When the
+        database does not answer, they are kept and handed back by the next loop
+        that reaches it (:meth:`_hand_back_unstarted`), well before their leases
+        would lapse; only if the process dies first do they wait for the lease."""
+        self._unstarted.extend(sequences)
         try:
-            SqlDeliveryQueue(self.using).nack(self.worker_id, sequences)
+            self._hand_back_unstarted()
         except DatabaseError:
             logger.warning(
-                "could not hand back %d message(s); their leases will lapse", len(sequences)
+                "could not hand back %d message(s) yet; retrying when the database answers",
+                len(self._unstarted),
             )
+
+    def _hand_back_unstarted(self) -> None:
+        """Hands back :attr:`_unstarted` (only messages this worker still leases
+        change); raises the database error and keeps them when it fails."""
+        if not self._unstarted:
+            return
+        handed = SqlDeliveryQueue(self.using).nack(self.worker_id, self._unstarted)
+        logger.info("handed back %d unstarted message(s)", handed)
+        self._unstarted = []
 
     def _run_job(self, job: StartedJob) -> None:
         """Runs on a job thread: calls the task, records its outcome, wakes the loop."""
@@ -556,12 +611,14 @@ class Worker:
     # --- stopping ---
 
     def _drain(self) -> None:
-        """After the loop: wait for running jobs (up to the shutdown timeout), write
-        their outcomes, and hand back the messages of jobs still running."""
-        deadline = time.monotonic() + self.options.shutdown_timeout
+        """After the loop: hand back unstarted messages, wait for running jobs (up to
+        the shutdown timeout), write their outcomes, and hand back the messages of
+        jobs still running."""
+        deadline = time.monotonic() + self._shutdown_seconds()
         backoff = _Backoff()
-        while self.in_flight and time.monotonic() < deadline:
+        while (self.in_flight or self._unstarted) and time.monotonic() < deadline:
             try:
+                self._hand_back_unstarted()
                 self._finish_completed()
             except DatabaseError as error:
                 self._database_trouble(error, backoff)

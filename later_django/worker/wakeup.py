@@ -20,9 +20,12 @@ from typing import Any
 from django.db import connections
 
 from later_django.storage.sql.queue import WAKE_CHANNEL
+from later_django.worker.bell import Bell
 
 logger = logging.getLogger("later_django.worker")
 
+#: How long the LISTEN thread waits for a notification before it looks at its stop event.
+LISTEN_WAIT_SECONDS = 0.1
 #: How often a waiting SQLite worker reads ``PRAGMA data_version``.
 SQLITE_POLL_SECONDS = 0.005
 
@@ -44,7 +47,7 @@ def listening_connection(using: str) -> Any:
 class PostgresListener(threading.Thread):
     """Sets ``wake`` on every notification for ``namespace``; reconnects with back-off."""
 
-    def __init__(self, using: str, namespace: str, wake: threading.Event, stop: threading.Event):
+    def __init__(self, using: str, namespace: str, wake: Bell, stop: threading.Event):
         super().__init__(name="later-listen", daemon=True)
         self.using = using
         self.namespace = namespace
@@ -62,7 +65,9 @@ class PostgresListener(threading.Thread):
                     self.wake.set()
                     delay = 0.1
                     while not self.stop.is_set():
-                        for notification in connection.notifies(timeout=0.5):
+                        # A short wait bounds how long a stopping worker waits for
+                        # this thread to close its connection.
+                        for notification in connection.notifies(timeout=LISTEN_WAIT_SECONDS):
                             if notification.payload == self.namespace:
                                 self.wake.set()
             except Exception as error:
@@ -90,7 +95,7 @@ class SqliteChangeWatch:
         return changed
 
 
-def wait_for_work(wake: threading.Event, timeout: float, watch: SqliteChangeWatch | None) -> bool:
+def wait_for_work(wake: Bell, timeout: float, watch: SqliteChangeWatch | None) -> bool:
     """Waits until ``wake`` is set, SQLite saw a commit, or ``timeout`` passes; clears
     ``wake`` and returns whether something happened (rather than the timeout)."""
     deadline = time.monotonic() + timeout

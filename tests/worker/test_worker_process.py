@@ -130,22 +130,33 @@ class Workers:
         self.started: list[WorkerProcess] = []
 
     def start(
-        self, alias: str, *options: str, later: dict[str, Any] | None = None
+        self,
+        alias: str,
+        *options: str,
+        later: dict[str, Any] | None = None,
+        module: str = "django later_worker",
+        database_options: dict[str, Any] | None = None,
+        environment: dict[str, str] | None = None,
     ) -> WorkerProcess:
+        """``python -m <module> <options>`` (by default ``later_worker``) on ``alias``;
+        ``database_options`` are merged into the alias's ``OPTIONS``."""
+        database = database_settings(alias)
+        database["OPTIONS"] = {**database.get("OPTIONS", {}), **(database_options or {})}
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.worker.worker_settings",
             "PYTHONPATH": str(REPOSITORY),
             "PYTHONUNBUFFERED": "1",
-            "LATER_WORKER_DATABASE": json.dumps(database_settings(alias)),
+            "LATER_WORKER_DATABASE": json.dumps(database),
             "LATER_WORKER_LATER": json.dumps(later or {}),
             # tests.settings would otherwise make (and leave) a temporary directory.
             "LATER_TEST_SQLITE_DIR": str(settings.SQLITE_DIRECTORY),
+            **(environment or {}),
         }
         log_path = self.directory / f"worker-{len(self.started)}.log"
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "django", "later_worker", *options],
+                [sys.executable, "-m", *module.split(), *options],
                 env=env,
                 cwd=REPOSITORY,
                 stdin=subprocess.DEVNULL,
@@ -177,22 +188,9 @@ def later_on(alias: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def alias(db_alias: str) -> Iterator[str]:
-    """The database under test (SQLite, then PostgreSQL), where the test enqueues."""
-    with later_on(db_alias):
-        yield db_alias
-
-
-@pytest.fixture
 def pg_alias(postgres_alias: str) -> Iterator[str]:
     with later_on(postgres_alias):
         yield postgres_alias
-
-
-@pytest.fixture
-def lines(tmp_path: Path) -> Path:
-    """The file the tasks write their lines to."""
-    return tmp_path / "lines.jsonl"
 
 
 # --- waiting and reading ---

@@ -16,7 +16,6 @@ import logging
 import os
 import signal
 import socket
-import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -27,6 +26,7 @@ from django.utils.crypto import get_random_string
 from later_django.conf import later_settings
 from later_django.maintenance.framework import PassRunner, registered_passes
 from later_django.management.commands.later_worker import _log_to_stderr_unless_configured
+from later_django.worker.bell import Bell
 
 logger = logging.getLogger("later_django.maintenance")
 
@@ -87,11 +87,14 @@ class Command(BaseCommand):
             raise SystemExit(1)
 
     def _loop(self, runner: PassRunner) -> None:
-        stop = threading.Event()
+        # A Bell, not an Event: the handler may interrupt this thread inside
+        # ``stop.wait`` and must take no lock (see later_django.worker.bell).
+        stop = Bell()
+        received: list[int] = []
 
         def on_signal(signum: int, frame: object) -> None:
-            logger.info("signal %s: stopping after the current pass", signum)
-            stop.set()
+            received.append(signum)
+            stop.ring()
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
@@ -115,4 +118,6 @@ class Command(BaseCommand):
                 connections[runner.using].close()
                 pause = backoff
             stop.wait(max(pause, 0.05))
+        if received:
+            logger.info("signal %s: stopped after the current pass", received[0])
         logger.info("later_maintenance %s stopped", runner.owner)

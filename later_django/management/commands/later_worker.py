@@ -9,6 +9,7 @@ is ready), ``--max-jobs N`` (per process), ``--shutdown-timeout S``,
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -92,8 +93,8 @@ class Command(BaseCommand):
             lease_seconds=options["lease_seconds"],
         )
 
-        def run_one() -> int:
-            worker = Worker(worker_options)
+        def run_one(parent_pid: int | None = None) -> int:
+            worker = Worker(dataclasses.replace(worker_options, parent_pid=parent_pid))
             worker.install_signal_handlers()
             code = worker.run()
             if worker.in_flight:
@@ -105,6 +106,10 @@ class Command(BaseCommand):
                 os._exit(code)
             return code
 
-        code = run_one() if options["processes"] == 1 else supervise(options["processes"], run_one)
+        processes = options["processes"]
+        if processes == 1:
+            code = run_one()
+        else:
+            code = supervise(processes, run_one, burst=options["burst"])
         if code:
             raise SystemExit(code)

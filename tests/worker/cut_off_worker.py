@@ -1,0 +1,92 @@
+"""``later_worker`` that loses its database between its first claim and that claim's start.
+
+Run as ``python -m tests.worker.cut_off_worker [later_worker options]`` with the
+environment of :class:`tests.worker.test_worker_process.Workers`. Right after
+the first claim, before its start is written, the worker's database becomes
+unreachable for ``LATER_CUT_OFF_SECONDS`` (default 2), for real:
+
+- PostgreSQL: the database stops accepting connections (``ALLOW_CONNECTIONS
+  false``) and the worker's own backend is terminated;
+- SQLite: another connection holds the write lock (``BEGIN EXCLUSIVE``) longer
+  than the worker's busy timeout (the test passes a short one).
+
+So the start fails and so does the immediate hand-back; what the worker does
+with the claimed messages afterwards is what the test watches.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import threading
+import time
+
+import django
+
+
+def cut_off_postgres(using: str, seconds: float) -> None:
+    import psycopg
+    from django.db import connections
+
+    connection = connections[using]
+    params = dict(connection.get_connection_params())
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    database = params.pop("dbname")
+    backend_pid = connection.connection.info.backend_pid
+    admin = psycopg.connect(**params, dbname="postgres", autocommit=True)
+    admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+    admin.execute("SELECT pg_terminate_backend(%s)", [backend_pid])
+
+    def restore() -> None:
+        time.sleep(seconds)
+        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        admin.close()
+
+    threading.Thread(target=restore).start()
+
+
+def cut_off_sqlite(using: str, seconds: float) -> None:
+    from django.db import connections
+
+    locker = sqlite3.connect(
+        connections[using].settings_dict["NAME"], isolation_level=None, check_same_thread=False
+    )
+    locker.execute("BEGIN EXCLUSIVE")
+
+    def release() -> None:
+        time.sleep(seconds)
+        locker.execute("ROLLBACK")
+        locker.close()
+
+    threading.Thread(target=release).start()
+
+
+def main() -> None:
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connections
+
+    from later_django.worker import runner
+
+    seconds = float(os.environ.get("LATER_CUT_OFF_SECONDS", "2"))
+    real_start_batch = runner.start_batch
+    starts = 0
+
+    def start_batch(messages, **options):  # type: ignore[no-untyped-def]
+        nonlocal starts
+        starts += 1
+        if starts == 1:
+            using = options["using"]
+            cut = cut_off_postgres if connections[using].vendor == "postgresql" else cut_off_sqlite
+            cut(using, seconds)
+            print(f"cut off the database for {seconds}s after claiming {len(messages)}")
+        return real_start_batch(messages, **options)
+
+    runner.start_batch = start_batch
+    call_command("later_worker", *sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()
