@@ -8,6 +8,8 @@ skipped only when ``tests.settings`` found no server and
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -103,6 +105,31 @@ def vendor(db_alias: str) -> str:
     from django.db import connections
 
     return connections[db_alias].vendor
+
+
+@pytest.fixture
+def alias(db_alias: str) -> Iterator[str]:
+    """The database under test (SQLite, then PostgreSQL), which ``LATER`` of the test
+    process names: where the real-process tests enqueue and look."""
+    from tests.worker.test_worker_process import later_on
+
+    with later_on(db_alias):
+        yield db_alias
+
+
+@pytest.fixture
+def pg_alias(postgres_alias: str) -> Iterator[str]:
+    """Like ``alias``, on PostgreSQL only (skipped when unreachable)."""
+    from tests.worker.test_worker_process import later_on
+
+    with later_on(postgres_alias):
+        yield postgres_alias
+
+
+@pytest.fixture
+def lines(tmp_path: Path) -> Path:
+    """The file the tasks of :mod:`tests.worker.tasks` write their lines to."""
+    return tmp_path / "lines.jsonl"
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,6 @@ from tests.worker.test_worker_process import (
     WorkerProcess,
     Workers,
     database_settings,
-    later_on,
 )
 
 POOLED_SETTINGS = "tests.pgbouncer.pooled_settings"
@@ -54,14 +53,6 @@ def pgbouncer_binary() -> str:
             pytest.fail("LATER_REQUIRE_PGBOUNCER is set but there is no pgbouncer binary")
         pytest.skip("pgbouncer is not installed (apt-get install pgbouncer)")
     return binary
-
-
-@pytest.fixture
-def pg_alias(postgres_alias: str) -> Iterator[str]:
-    """The PostgreSQL test database (skipped when unreachable), which ``LATER`` of
-    the test process names: the test reads jobs there directly."""
-    with later_on(postgres_alias):
-        yield postgres_alias
 
 
 def free_port() -> int:
@@ -197,17 +188,13 @@ def start_pooled_worker(
     workers: Workers, alias: str, pool: PgBouncer, *options: str
 ) -> WorkerProcess:
     """A real ``later_worker`` on the test database of ``alias``, reaching it through ``pool``."""
-    os.environ[ROUTE_VARIABLE] = json.dumps(pool.route())
-    try:
-        return workers.start(alias, "--settings", POOLED_SETTINGS, *options)
-    finally:
-        del os.environ[ROUTE_VARIABLE]
-
-
-@pytest.fixture
-def lines(tmp_path: Path) -> Path:
-    """The file the tasks of :mod:`tests.worker.tasks` write their lines to."""
-    return tmp_path / "lines.jsonl"
+    return workers.start(
+        alias,
+        "--settings",
+        POOLED_SETTINGS,
+        *options,
+        environment={ROUTE_VARIABLE: json.dumps(pool.route())},
+    )
 
 
 @pytest.fixture

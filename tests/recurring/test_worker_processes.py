@@ -13,7 +13,6 @@ import itertools
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,17 +23,11 @@ from later_django.engine.recurring import next_tick_ms
 from later_django.engine.topics import RECURRING_TOPIC
 from tests.recurring.support import definition, move_next_run, occurrences
 from tests.worker.tasks import read_lines
-from tests.worker.test_worker_process import START_SECONDS, Workers, later_on, wait_for
+from tests.worker.test_worker_process import START_SECONDS, Workers, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 DAY_MS = 86_400_000
-
-
-@pytest.fixture
-def alias(db_alias: str) -> Iterator[str]:
-    with later_on(db_alias):
-        yield db_alias
 
 
 def stop(workers: Workers) -> None:

@@ -187,12 +187,6 @@ def later_on(alias: str) -> Iterator[str]:
         metrics.flush()
 
 
-@pytest.fixture
-def pg_alias(postgres_alias: str) -> Iterator[str]:
-    with later_on(postgres_alias):
-        yield postgres_alias
-
-
 # --- waiting and reading ---
 
 
