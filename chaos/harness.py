@@ -21,7 +21,7 @@ from pathlib import Path
 from chaos.cluster import Cluster
 from chaos.counting import Faults, tally
 from chaos.databases import Target
-from chaos.figures import latencies, percentile
+from chaos.figures import latencies, percentile, throughput
 from chaos.ledger import Ledger, committed_ids
 from chaos.procs import REGISTRY, Proc, children_of
 from chaos.report import Result
@@ -188,18 +188,25 @@ class Run:
         view = json.loads(out.read_text())
         self.ledger.refresh()
         self.faults.kills.extend(self.ledger.exits)
+        self.stats = stats
+        self._count(view)
+        return view
+
+    def _count(self, view: dict) -> None:
+        """The exact count of every committed job: common figures and checks."""
         committed = self.committed()
         counted = tally(committed, self.ledger.by_job, view, self.faults)
-        window = (0.0, float("inf"))
-        waits = latencies(committed, self.ledger.by_job, window)
+        load = (min(committed.values(), default=0.0), max(committed.values(), default=0.0))
+        waits = latencies(committed, self.ledger.by_job, (0.0, float("inf")))
         add = self.result.figure
         add("jobs committed", counted.committed)
-        add("enqueue errors (retried)", stats["errors"])
+        add("enqueue errors (retried)", self.stats["errors"])
         add("completed once", counted.once)
         add("duplicated (explained)", f"{counted.duplicated} ({counted.explained})")
         add("lost", len(counted.lost))
         add("latency p50 s", percentile(waits, 0.5))
         add("latency p95 s", percentile(waits, 0.95))
+        add("throughput jobs/s (while enqueuing)", throughput(self.ledger.executions(), load))
         check = self.result.check
         check(counted.committed > 0, "jobs were committed")
         check(not counted.lost, f"zero lost (lost: {counted.lost[:5]})")
@@ -211,8 +218,6 @@ class Run:
             not counted.not_successful,
             f"every job SUCCESSFUL in the database (not: {counted.not_successful[:5]})",
         )
-        self.stats = stats
-        return view
 
     def close(self) -> None:
         REGISTRY.kill_all()
