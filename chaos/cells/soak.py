@@ -20,7 +20,7 @@ RATE = 30.0
 def soak(run: Run) -> None:
     seconds = run.profile.minutes * 60
     parent = supervisor(run)
-    run.enqueue(RATE, seconds)
+    run.enqueue(RATE, seconds, task_seconds=0.05)  # 50 ms jobs, so kills interrupt some
     run.wait_started()
     begin = time.monotonic()
     restarts = [begin + seconds / 3, begin + 2 * seconds / 3]
@@ -41,5 +41,5 @@ def soak(run: Run) -> None:
     check_recoveries(run, ups)
     run.result.figure(
         "reproduce",
-        f"python -m chaos --profile soak --minutes {run.profile.minutes:g} --seed {run.seed}",
+        f".venv/bin/python -m chaos --profile soak --minutes {run.profile.minutes:g} --seed {run.seed}",
     )
