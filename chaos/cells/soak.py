@@ -41,5 +41,6 @@ def soak(run: Run) -> None:
     check_recoveries(run, ups)
     run.result.figure(
         "reproduce",
-        f".venv/bin/python -m chaos --profile soak --minutes {run.profile.minutes:g} --seed {run.seed}",
+        f".venv/bin/python -m chaos --profile soak --minutes {run.profile.minutes:g} "
+        f"--seed {run.seed}",
     )
