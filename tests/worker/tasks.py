@@ -59,6 +59,17 @@ def sleep_on_first_attempt(context: TaskContext, path: str, label: str, seconds:
     return attempt
 
 
+@task
+def spin_and_record(path: str, label: Any, seconds: float) -> Any:
+    """Keeps a CPU busy in Python for ``seconds`` (holding the GIL most of the time),
+    then writes one line with ``label`` and returns it."""
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
+    append_line(path, {"label": label, "event": "run"})
+    return label
+
+
 def plain_function(path: str, label: Any) -> None:
     """Not a ``Task``: a record naming it must be refused, never called."""
     append_line(path, {"label": label, "event": "plain function ran"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -77,8 +78,10 @@ def test_children_stop_within_the_shutdown_timeout_on_sigterm_at_any_moment(
     signalled = 0
     while signalled < SIGTERMS:
         if signalled % 10 == 0:
-            calls = [((str(lines), len(jobs) + n), {}) for n in range(20)]
-            jobs += enqueue_many(tasks.record, calls)
+            # Jobs that hold the GIL: the main thread then loses it inside its waits
+            # (where an Event's lock is held), the moments a stop signal is riskiest.
+            calls = [((str(lines), len(jobs) + n, 0.02), {}) for n in range(20)]
+            jobs += enqueue_many(tasks.spin_and_record, calls)
         targets = sorted(wait_for(lambda: children_of(supervisor.pid), 5, "children", workers))
         time.sleep(randomness.uniform(0, 0.25))
         for pid in targets:
@@ -204,3 +207,22 @@ def test_children_of_a_sigkilled_supervisor_hand_back_their_jobs_and_exit(
     log = supervisor.log()
     assert log.count(f"supervisor {supervisor.pid} is gone") == 2, log
     assert worker_rows(alias) == []
+
+
+def test_a_stop_signal_at_any_line_of_the_main_threads_waits_stops_the_worker(
+    alias: str, tmp_path: Path
+) -> None:
+    """Deterministic: SIGTERM raised at each Python line inside the worker's waits
+    (its wake-up and its stop back-off), so the handler runs wherever the wait's
+    own locks stand. A handler that takes a lock the wait holds (Event.set inside
+    Event.wait) hangs here, instead of once in a few hundred real signals."""
+    workers = Workers(tmp_path)
+    probe = workers.start(alias, module="tests.worker.signal_during_wait")
+    try:
+        code = probe.process.wait(60)
+    except subprocess.TimeoutExpired:
+        probe.kill()
+        pytest.fail(f"a signal inside a wait hung the worker\n{probe.describe()}")
+    assert code == 0, probe.describe()
+    cases = int(probe.log().split("ok ")[-1])
+    assert cases >= 8, probe.describe()
