@@ -24,28 +24,46 @@ from later_django.worker.bell import Bell
 
 logger = logging.getLogger("later_django.worker")
 
+#: How long the LISTEN thread waits for its own probe notification before it warns
+#: that its connection cannot listen (PgBouncer transaction pooling, for one).
+PROBE_SECONDS = 2.0
 #: How long the LISTEN thread waits for a notification before it looks at its stop event.
 LISTEN_WAIT_SECONDS = 0.1
 #: How often a waiting SQLite worker reads ``PRAGMA data_version``.
 SQLITE_POLL_SECONDS = 0.005
 
 
-def listening_connection(using: str) -> Any:
-    """A new autocommit psycopg connection to the database of ``using``, already in
-    ``LISTEN later_django`` (its own session: Django's connection is left alone)."""
+def own_connection(using: str) -> Any:
+    """A new autocommit psycopg connection to the database of ``using`` (its own
+    session: Django's connection is left alone)."""
     import psycopg
 
     params = dict(connections[using].get_connection_params())
     # Django's cursor class and adapters context belong to its own connection.
     params.pop("cursor_factory", None)
     params.pop("context", None)
-    connection = psycopg.connect(**params, autocommit=True)
-    connection.execute(f'LISTEN "{WAKE_CHANNEL}"')
+    return psycopg.connect(**params, autocommit=True)
+
+
+def listening_connection(using: str) -> Any:
+    """:func:`own_connection`, already in ``LISTEN later_django``."""
+    from psycopg import sql
+
+    connection = own_connection(using)
+    connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(WAKE_CHANNEL)))
     return connection
 
 
 class PostgresListener(threading.Thread):
-    """Sets ``wake`` on every notification for ``namespace``; reconnects with back-off."""
+    """Sets ``wake`` on every notification for ``namespace``; reconnects with back-off.
+
+    After each ``LISTEN`` it notifies a probe payload from a second, short-lived
+    connection (never a namespace payload, so no worker wakes for it) and warns
+    once if the probe does not arrive within PROBE_SECONDS: behind a pooler in
+    transaction mode notifications never reach the listening client (the server
+    connection that listens is no longer linked to it), and the worker wakes only
+    by its once-a-second look.
+    """
 
     def __init__(self, using: str, namespace: str, wake: Bell, stop: threading.Event):
         super().__init__(name="later-listen", daemon=True)
@@ -55,11 +73,19 @@ class PostgresListener(threading.Thread):
         self.stop = stop
         self.listening = threading.Event()
 
+    def _send_probe(self) -> _Probe:
+        # ":" never appears in a namespace, so no worker takes the probe for work.
+        probe = _Probe(f"probe:{threading.get_native_id()}:{time.time_ns()}")
+        with own_connection(self.using) as sender:
+            sender.execute("SELECT pg_notify(%s, %s)", [WAKE_CHANNEL, probe.payload])
+        return probe
+
     def run(self) -> None:
         delay = 0.1
         while not self.stop.is_set():
             try:
                 with listening_connection(self.using) as connection:
+                    probe = self._send_probe()
                     self.listening.set()
                     # A notification may have been missed while reconnecting.
                     self.wake.set()
@@ -70,6 +96,9 @@ class PostgresListener(threading.Thread):
                         for notification in connection.notifies(timeout=LISTEN_WAIT_SECONDS):
                             if notification.payload == self.namespace:
                                 self.wake.set()
+                            elif notification.payload == probe.payload:
+                                probe.returned = True
+                        probe.warn_if_lost()
             except Exception as error:
                 self.listening.clear()
                 if self.stop.is_set():
@@ -77,6 +106,28 @@ class PostgresListener(threading.Thread):
                 logger.warning("LISTEN connection lost (%s); retrying in %.1fs", error, delay)
                 self.stop.wait(delay)
                 delay = min(delay * 2, 5.0)
+
+
+class _Probe:
+    """The listener's own notification, sent once per connection."""
+
+    def __init__(self, payload: str) -> None:
+        self.payload = payload
+        self.sent_at = time.monotonic()
+        self.returned = False
+        self.warned = False
+
+    def warn_if_lost(self) -> None:
+        if self.returned or self.warned or time.monotonic() - self.sent_at < PROBE_SECONDS:
+            return
+        self.warned = True
+        logger.warning(
+            "LISTEN received no notification within %.0fs of its own probe: this "
+            "connection cannot listen (PgBouncer in transaction pooling?), so the worker "
+            "wakes only by its once-a-second look; give workers session pooling or a "
+            "direct connection (docs/operations.md, PgBouncer)",
+            PROBE_SECONDS,
+        )
 
 
 class SqliteChangeWatch:

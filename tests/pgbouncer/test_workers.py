@@ -11,10 +11,12 @@ server connection that pgbouncer then hands to other clients.
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
+from later_django.worker.wakeup import PROBE_SECONDS
 from tests.pgbouncer.conftest import PgBouncer, start_pooled_worker
 from tests.worker.test_worker_process import (
     START_SECONDS,
@@ -78,6 +80,9 @@ def test_a_worker_with_its_own_session_wakes_at_once_for_jobs_enqueued_through_t
     delays = wake_up_delays(web_side, transaction_pool, lines, worker, workers)
 
     assert max(delays) < PROMPT_SECONDS, delays
+    # Its LISTEN probe came back: no warning, even after the probe's deadline.
+    time.sleep(PROBE_SECONDS)
+    assert "cannot listen" not in worker.log(), worker.describe()
     stop(worker)
 
 
@@ -98,9 +103,15 @@ def test_a_worker_through_transaction_pooling_only_polls_and_leaks_its_session_s
             workers,
         )
 
-    # Jobs still run, but only at the once-a-second look.
+    # Jobs still run, but only at the once-a-second look, and the worker says why.
     delays = wake_up_delays(web_side, pool, lines, worker, workers)
     assert max(delays) > PROMPT_SECONDS, delays
+    wait_for(
+        lambda: "this connection cannot listen (PgBouncer in transaction pooling?)" in worker.log(),
+        START_SECONDS,
+        "the worker's warning that its LISTEN receives nothing",
+        workers,
+    )
     stop(worker)
 
 
