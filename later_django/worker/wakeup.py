@@ -76,8 +76,12 @@ class PostgresListener(threading.Thread):
     def _send_probe(self) -> _Probe:
         # ":" never appears in a namespace, so no worker takes the probe for work.
         probe = _Probe(f"probe:{threading.get_native_id()}:{time.time_ns()}")
-        with own_connection(self.using) as sender:
-            sender.execute("SELECT pg_notify(%s, %s)", [WAKE_CHANNEL, probe.payload])
+        try:
+            with own_connection(self.using) as sender:
+                sender.execute("SELECT pg_notify(%s, %s)", [WAKE_CHANNEL, probe.payload])
+        except Exception as error:  # no slot for a second connection: the LISTEN still works
+            logger.info("could not send the LISTEN probe (%s); not checking this connection", error)
+            probe.returned = True
         return probe
 
     def run(self) -> None:
