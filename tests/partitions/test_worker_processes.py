@@ -22,7 +22,7 @@ from later_django.engine import metrics
 from tests.partitions import tasks
 from tests.partitions.conftest import NAMESPACE, TOPIC, TOPICS
 from tests.partitions.support import fetch
-from tests.worker.test_worker_process import Workers, later_on, wait_for
+from tests.worker.test_worker_process import WorkerProcess, Workers, later_on, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -65,6 +65,16 @@ def owners(alias: str) -> dict[str, int]:
     return dict(rows)
 
 
+def live_workers(alias: str) -> list[str]:
+    """Ids of the workers whose heartbeat is recent."""
+    rows = fetch(
+        alias,
+        "SELECT worker_id FROM later_worker WHERE namespace = %s AND heartbeat_at > %s",
+        [NAMESPACE, now_ms() - 5000],
+    )
+    return [worker_id for (worker_id,) in rows]
+
+
 def finished_count(alias: str) -> int:
     return fetch(
         alias,
@@ -78,18 +88,47 @@ def collapse(values: list[int]) -> list[int]:
     return [value for i, value in enumerate(values) if i == 0 or values[i - 1] != value]
 
 
+#: Attempts at a pair of workers that share the topic's partitions (see start_two).
+PAIR_ATTEMPTS = 5
+#: Seconds two live workers take to settle their rendezvous preference.
+SETTLE_SECONDS = 10.0
+
+
 def start_two(workers: Workers, alias: str) -> list:  # type: ignore[type-arg]
-    started = [
-        workers.start(alias, "--concurrency", "4", "--lease-seconds", "3", later=WORKER_LATER)
-        for _ in range(2)
-    ]
+    """Two workers that both hold some of the topic's 8 partitions.
+
+    Rendezvous hashing over two random worker ids gives all 8 to one of them once
+    in 128 pairs; then that worker is replaced by a new one (a new id), up to
+    PAIR_ATTEMPTS times."""
+
+    def start() -> WorkerProcess:
+        return workers.start(
+            alias, "--concurrency", "4", "--lease-seconds", "3", later=WORKER_LATER
+        )
+
+    started = [start(), start()]
     wait_for(
-        lambda: len(owners(alias)) == 2 and sum(owners(alias).values()) == 8,
+        lambda: sum(owners(alias).values()) == 8 and len(live_workers(alias)) == 2,
         START_SECONDS,
-        "both workers holding partitions of orders",
+        "two live workers holding every partition of orders",
         workers,
     )
-    return started
+    for _ in range(PAIR_ATTEMPTS):
+        try:
+            wait_for(
+                lambda: len(owners(alias)) == 2 and sum(owners(alias).values()) == 8,
+                SETTLE_SECONDS,
+                "both workers holding partitions of orders",
+                workers,
+            )
+            return started
+        except pytest.fail.Exception:
+            (lone,) = owners(alias)
+        index = next(i for i, w in enumerate(started) if f":{w.pid}:" in lone)
+        started[index].send(signal.SIGTERM)
+        assert started[index].wait_exit(30) == 0, started[index].describe()
+        started[index] = start()
+    pytest.fail(f"no pair of workers shared the partitions in {PAIR_ATTEMPTS} tries")
 
 
 def test_1000_jobs_over_50_keys_run_in_enqueue_order_per_key_on_two_workers(
