@@ -30,6 +30,8 @@ from chaos.report import Result
 STOP_BOUND = 5.0
 #: ``--lease-seconds`` of the cells' workers (small, so reclaims are quick).
 LEASE = 3.0
+#: Seconds an enqueuer may take, past the end of its load, to finish.
+ENQUEUER_GRACE = 60.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class Run:
     #: the longest --shutdown-timeout of the workers started
     shutdown_timeout: float = 0.0
     stats: dict[str, int] = field(default_factory=dict)
+    #: When (``time.monotonic()``) the last enqueuer started ends its load.
+    enqueuing_until: float = 0.0
 
     def __post_init__(self) -> None:
         self.random = random.Random(self.seed)
@@ -93,6 +97,7 @@ class Run:
         self, rate: float, seconds: float, count: int = 1, task_seconds: float = 0.0
     ) -> None:
         """Starts ``count`` enqueuers, each at ``rate`` jobs/s for ``seconds``."""
+        self.enqueuing_until = max(self.enqueuing_until, time.monotonic() + seconds)
         for _ in range(count):
             index = len(self.enqueuers)
             argv = [
@@ -134,13 +139,17 @@ class Run:
 
     # --- the end ---
 
-    def wait_enqueuers(self, timeout: float = 60.0) -> dict[str, int]:
-        """Waits for the enqueuers to finish; their summed stats."""
+    def wait_enqueuers(self) -> dict[str, int]:
+        """Waits for the enqueuers to finish (each may take ENQUEUER_GRACE past the end
+        of its load, whatever the profile's length); their summed stats."""
         totals = {"committed": 0, "errors": 0, "locked": 0}
+        deadline = self.enqueuing_until + ENQUEUER_GRACE
         for proc, stats_path in self.enqueuers:
-            if proc.wait(timeout) is None:
+            if proc.wait(max(0.1, deadline - time.monotonic())) is None:
                 proc.kill()
-                self.result.check(False, f"{proc.name} did not finish within {timeout} s")
+                self.result.check(
+                    False, f"{proc.name} did not finish within {ENQUEUER_GRACE:.0f} s of its load"
+                )
             stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
             for key in totals:
                 totals[key] += stats.get(key, 0)
