@@ -33,16 +33,17 @@ LISTEN_WAIT_SECONDS = 0.1
 SQLITE_POLL_SECONDS = 0.005
 
 
-def own_connection(using: str) -> Any:
+def own_connection(using: str, **overrides: Any) -> Any:
     """A new autocommit psycopg connection to the database of ``using`` (its own
-    session: Django's connection is left alone)."""
+    session: Django's connection is left alone); ``overrides`` replace connection
+    parameters (e.g. ``dbname``)."""
     import psycopg
 
     params = dict(connections[using].get_connection_params())
     # Django's cursor class and adapters context belong to its own connection.
     params.pop("cursor_factory", None)
     params.pop("context", None)
-    return psycopg.connect(**params, autocommit=True)
+    return psycopg.connect(**{**params, **overrides}, autocommit=True)
 
 
 def listening_connection(using: str) -> Any:

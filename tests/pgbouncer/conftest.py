@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ import psycopg
 import pytest
 from django.conf import settings
 
+from tests.browser.example_site import free_port
 from tests.worker.test_worker_process import (
     REPOSITORY,
     WorkerProcess,
@@ -53,12 +53,6 @@ def pgbouncer_binary() -> str:
             pytest.fail("LATER_REQUIRE_PGBOUNCER is set but there is no pgbouncer binary")
         pytest.skip("pgbouncer is not installed (apt-get install pgbouncer)")
     return binary
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class PgBouncer:

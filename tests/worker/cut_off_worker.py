@@ -26,16 +26,14 @@ import django
 
 
 def cut_off_postgres(using: str, seconds: float) -> None:
-    import psycopg
     from django.db import connections
 
+    from later_django.worker.wakeup import own_connection
+
     connection = connections[using]
-    params = dict(connection.get_connection_params())
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    database = params.pop("dbname")
+    database = connection.settings_dict["NAME"]
     backend_pid = connection.connection.info.backend_pid
-    admin = psycopg.connect(**params, dbname="postgres", autocommit=True)
+    admin = own_connection(using, dbname="postgres")
     admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
     admin.execute("SELECT pg_terminate_backend(%s)", [backend_pid])
 
