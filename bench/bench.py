@@ -209,7 +209,7 @@ def wait_until_ready(system: str, workers: Workers) -> float:
                     f"{system} worker exited with {process.returncode}:\n{log.read_text()[-3000:]}"
                 )
         if system == LATER:
-            from later_django.clock import now_ms
+            from later_django.core.clock import now_ms
             from later_django.storage.django import DjangoStorage
 
             live = DjangoStorage("default").workers_live(NAMESPACE, now_ms() - 60_000)

@@ -177,7 +177,7 @@ def seed(rows: int) -> float:
     """Writes ``rows`` index rows, a week of queue readings and the counters; seconds taken."""
     from django.db import connection
 
-    from later_django.clock import MINUTE_MS, now_ms
+    from later_django.core.clock import MINUTE_MS, now_ms
     from later_django.storage.django import DjangoStorage
 
     now = now_ms()

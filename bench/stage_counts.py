@@ -70,7 +70,7 @@ def median_ms(action, reads: int = READS) -> tuple[float, object]:
 def run(db: str, rows: int) -> dict:
     from django.db import connection
 
-    from later_django.clock import now_ms
+    from later_django.core.clock import now_ms
     from later_django.storage.django import DjangoStorage
 
     vendor = connection.vendor

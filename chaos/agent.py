@@ -67,7 +67,8 @@ def _poison(options: argparse.Namespace) -> None:
     from django.db import transaction
 
     from chaos import tasks
-    from later_django.engine.records import decode_record, encode_record, job_key
+    from later_django.core.keys import job_key
+    from later_django.core.records import decode_record, encode_record
     from later_django.storage.django import DjangoStorage
 
     path = options.ledger
@@ -90,7 +91,8 @@ def _poison(options: argparse.Namespace) -> None:
 
 
 def _record_view(job_id: str) -> dict[str, Any]:
-    from later_django.engine.records import decode_record, job_key
+    from later_django.core.keys import job_key
+    from later_django.core.records import decode_record
     from later_django.storage.django import DjangoStorage
 
     raw = DjangoStorage("default").get(job_key("chaos", job_id))

@@ -18,10 +18,11 @@ from django.tasks.exceptions import InvalidTask
 
 from later_django.backend import LaterBackend
 from later_django.conf import later_settings
-from later_django.engine.enqueue import CONTINUE_ON, ParentNotFound
+from later_django.core.topics import key_bytes
+from later_django.engine.enqueue import CONTINUE_ON
 from later_django.engine.partitions import check_public_topic
 from later_django.engine.recurring import RecurringDefinition
-from later_django.engine.topics import TopicLayoutMismatch, TopicNotConfigured, key_bytes
+from later_django.exceptions import ParentNotFound, TopicLayoutMismatch, TopicNotConfigured
 from later_django.logs import Consumer, LogRecord, RetainedLog, StaleLease, consumer, log
 
 __all__ = [

@@ -25,12 +25,13 @@ from django.tasks.exceptions import TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 
 from later_django.conf import later_settings
+from later_django.core.keys import job_key
+from later_django.core.payload import json_compatible
+from later_django.core.records import decode_record
 from later_django.engine.enqueue import NewJob, enqueue_jobs
-from later_django.engine.payload import json_compatible
-from later_django.engine.records import decode_record, job_key
-from later_django.engine.registry import UnregisteredTaskError, resolve_task
+from later_django.engine.registry import resolve_task
 from later_django.engine.results import task_result
-from later_django.exceptions import RecordDecodeError
+from later_django.exceptions import RecordDecodeError, UnregisteredTaskError
 from later_django.storage.django import DjangoStorage
 from later_django.tasks import LaterTask
 

@@ -16,7 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from later_django.engine.retry import RetryPolicy
+from later_django.core.keys import RESERVED_PREFIX
+from later_django.core.retry import RetryPolicy
 
 DEFAULT_NAMESPACE = "default"
 #: A namespace prefixes every key as "<namespace>-"; without "-" in it no
@@ -26,7 +27,6 @@ DEFAULT_RETENTION_SECONDS = {"success": 86_400, "failed": 7 * 86_400}
 #: Topic names: stored in table columns (never in keys); names starting with
 #: ``__later`` are reserved for later_django's own topics.
 TOPIC_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
-RESERVED_TOPIC_PREFIX = "__later"
 MAX_TOPIC_PARTITIONS = 4096
 
 
@@ -68,9 +68,9 @@ def topic_problems(raw_topics: Any) -> list[str]:
                 f"'_', '.', ':' or '-'."
             )
             continue
-        if name.startswith(RESERVED_TOPIC_PREFIX):
+        if name.startswith(RESERVED_PREFIX):
             problems.append(
-                f"LATER['TOPICS'] key {name!r} starts with {RESERVED_TOPIC_PREFIX!r}, "
+                f"LATER['TOPICS'] key {name!r} starts with {RESERVED_PREFIX!r}, "
                 f"which is reserved for later_django's own topics."
             )
             continue

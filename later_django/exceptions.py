@@ -20,3 +20,32 @@ class WorkerLost(LaterError):
 class StaleLease(LaterError):
     """A consumer committed an offset of a retained-log partition whose lease it no
     longer holds (released, or taken over with a higher epoch); nothing was changed."""
+
+
+class StageMoveError(LaterError):
+    """A move the stage machine does not allow."""
+
+
+class ActionRefused(LaterError):
+    """The action cannot be done on this job now; the message says why."""
+
+
+class TopicNotConfigured(LaterError, ValueError):
+    """A topic that is not in ``LATER["TOPICS"]`` (nor reserved) was used."""
+
+
+class TopicLayoutMismatch(LaterError, ValueError):
+    """A topic's configured partition count differs from the one stored for it."""
+
+
+class ParentNotFound(LaterError):
+    """``continue_with`` named a parent job that does not exist (or has expired)."""
+
+
+class UnregisteredTaskError(LaterError):
+    """The record's task path does not lead to a registered ``django.tasks.Task``."""
+
+
+def class_path(kind: type[BaseException]) -> str:
+    """The dotted path stored as a failed attempt's ``exception_class_path``."""
+    return f"{kind.__module__}.{kind.__qualname__}"

@@ -22,7 +22,6 @@ joins the caller's ``transaction.atomic()``.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import random
@@ -30,7 +29,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -38,16 +37,13 @@ from typing import Any
 
 from django.db import connections, transaction
 
-from later_django.clock import now_ms
-from later_django.conf import RESERVED_TOPIC_PREFIX, LaterSettings, later_settings
-from later_django.engine.topics import (
-    TopicNotConfigured,
-    key_bytes,
-    partition_for_key,
-    register_topic,
-    topic_partitions,
-)
-from later_django.exceptions import StaleLease
+from later_django.conf import LaterSettings, later_settings
+from later_django.core import rendezvous
+from later_django.core.clock import now_ms
+from later_django.core.keys import RESERVED_PREFIX
+from later_django.core.topics import key_bytes, partition_for_key
+from later_django.engine.topics import register_topic, topic_partitions
+from later_django.exceptions import StaleLease, TopicNotConfigured
 from later_django.storage.log import LogStore
 
 __all__ = [
@@ -103,10 +99,10 @@ class _Topic:
 
     def __init__(self, topic: str) -> None:
         settings: LaterSettings = later_settings()
-        if not isinstance(topic, str) or topic.startswith(RESERVED_TOPIC_PREFIX):
+        if not isinstance(topic, str) or topic.startswith(RESERVED_PREFIX):
             raise TopicNotConfigured(
                 f"topic {topic!r} cannot hold a retained log: use a topic of "
-                f"LATER['TOPICS'] (names starting with {RESERVED_TOPIC_PREFIX!r} are reserved)"
+                f"LATER['TOPICS'] (names starting with {RESERVED_PREFIX!r} are reserved)"
             )
         self.topic = topic
         self.partitions = topic_partitions(settings, topic)
@@ -341,17 +337,6 @@ def _name(label: str, value: Any) -> str:
     return value
 
 
-def rendezvous_owner(group: str, topic: str, partition: int, members: Sequence[str]) -> str:
-    """The member that should hold ``partition``: highest BLAKE2b score of
-    (group, topic, partition, member); stable across processes."""
-
-    def score(member: str) -> tuple[int, str]:
-        text = f"{group}\x00{topic}\x00{partition}\x00{member}".encode()
-        return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big"), member
-
-    return max(members, key=score)
-
-
 class Consumer:
     """One member of a consumer group on a topic.
 
@@ -465,7 +450,7 @@ class Consumer:
             wanted = [
                 partition
                 for partition in range(topic.partitions)
-                if rendezvous_owner(self.group, topic.topic, partition, live) == self.member_id
+                if rendezvous.owner(live, self.group, topic.topic, partition) == self.member_id
             ]
             self._held = topic.store.lease_rebalance(
                 topic.namespace,

@@ -28,18 +28,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from later_django import clock
-from later_django.conf import RESERVED_TOPIC_PREFIX, later_settings
+from later_django.conf import later_settings
+from later_django.core import clock
+from later_django.core.keys import RESERVED_PREFIX
+from later_django.core.stages import FINISHED_STAGES, LIVE_STAGES
 from later_django.storage.db import SqlRunner, Statements
 from later_django.storage.django import DjangoStorage
 from later_django.storage.execution import WorkerRow
-from later_django.storage.types import (
-    FINISHED_STAGES,
-    INTERNAL_QUEUE_PREFIX,
-    LIVE_STAGES,
-    JobIndexWaitStats,
-    QueueSample,
-)
+from later_django.storage.types import JobIndexWaitStats, QueueSample
 
 #: Every stage, in the order the dashboard shows them.
 STAGES: tuple[str, ...] = LIVE_STAGES + FINISHED_STAGES
@@ -265,9 +261,7 @@ def read_overview(
         stages=_read_stages(sql, namespace, queues),
         transitions=transitions,
         waits=waits,
-        queues=[
-            queue for queue in queues if not queue.queue_name.startswith(INTERNAL_QUEUE_PREFIX)
-        ],
+        queues=[queue for queue in queues if not queue.queue_name.startswith(RESERVED_PREFIX)],
         workers=DjangoStorage(using).workers_live(namespace, now - LIVE_WORKER_MS),
         topics=_read_topics(sql, namespace, now),
         recurring=read_recurring(using, namespace),
@@ -294,7 +288,7 @@ def _read_stages(sql: SqlRunner, namespace: str, queues: list[QueueFigure]) -> l
             counts[stage] += max(int(total or 0), 0)
     # Queued jobs not on a partition have no index row: the job queues' depth counts them.
     counts["enqueued"] += sum(
-        queue.ready for queue in queues if not queue.queue_name.startswith(INTERNAL_QUEUE_PREFIX)
+        queue.ready for queue in queues if not queue.queue_name.startswith(RESERVED_PREFIX)
     )
     return [StageFigure(stage, counts[stage]) for stage in STAGES]
 
@@ -333,7 +327,7 @@ def _read_topics(sql: SqlRunner, namespace: str, now: int) -> list[TopicFigure]:
             {p for (t, p) in heads if t == topic}
             | {p for (t, p), lease in leases.items() if t == topic and lease[0] is not None}
         )
-        if not active and topic.startswith(RESERVED_TOPIC_PREFIX):
+        if not active and topic.startswith(RESERVED_PREFIX):
             continue  # later_django's own topics are shown only while in use
         shown = []
         for partition_id in active[:PARTITIONS_SHOWN_PER_TOPIC]:

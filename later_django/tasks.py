@@ -18,7 +18,7 @@ from typing import Any
 from django.tasks import Task
 from django.tasks.exceptions import InvalidTask
 
-from later_django.engine.retry import RetryPolicy
+from later_django.core.retry import RetryPolicy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -124,7 +124,7 @@ def stage_counter_totals(alias: str) -> dict[tuple[str, str], int]:
 
 
 def test_migration_0005_counts_the_finished_rows_already_in_the_index(db_alias: str) -> None:
-    from later_django.clock import now_ms
+    from later_django.core.clock import now_ms
     from later_django.storage.job_index import JobIndexStore
     from later_django.storage.types import JobIndexRow
 

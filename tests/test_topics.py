@@ -6,11 +6,10 @@ import pytest
 from django.test import override_settings
 
 from later_django.conf import later_settings, setting_problems
+from later_django.core.topics import RECURRING_TOPIC, partition_for_key
 from later_django.engine.topics import (
-    RECURRING_TOPIC,
     TopicLayoutMismatch,
     TopicNotConfigured,
-    partition_for_key,
     register_topic,
     stored_partitions,
     topic_partitions,

@@ -16,20 +16,15 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from later_django.clock import now_ms
-from later_django.engine import moves, stages
-from later_django.engine.records import (
-    JobRecord,
-    children_key,
-    decode_record,
-    due_key,
-    job_key,
-    undecodable_key,
-)
+from later_django.core import stages
+from later_django.core.clock import now_ms
+from later_django.core.commands import ExecuteJob, decode_command
+from later_django.core.keys import children_key, due_key, job_key, undecodable_key
+from later_django.core.records import JobRecord, decode_record
+from later_django.engine import moves
 from later_django.engine.writes import JobWrites, commit
-from later_django.exceptions import LaterError, RecordDecodeError
+from later_django.exceptions import ActionRefused, RecordDecodeError
 from later_django.models import DeliveryMessage
-from later_django.storage.commands import ExecuteJob, decode_command
 from later_django.storage.db import as_bytes
 from later_django.storage.django import DjangoStorage
 from later_django.storage.types import Delete, JobIndexRemove, RangeRemove
@@ -38,10 +33,6 @@ from later_django.storage.types import Delete, JobIndexRemove, RangeRemove
 _PUBLISH_WINDOW_MS = 60_000
 #: Queue messages of the job's queue and priority looked at when deleting a queued job.
 _MESSAGES_SEARCHED = 500
-
-
-class ActionRefused(LaterError):
-    """The action cannot be done on this job now; the message says why."""
 
 
 def _locked_record(using: str, namespace: str, job_id: str) -> JobRecord:

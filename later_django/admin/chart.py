@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from later_django import clock
 from later_django.admin.jobs import when
+from later_django.core import clock
 from later_django.overview import HISTORY_RANGES
 from later_django.storage.types import QueueSample
 

@@ -14,13 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from later_django.engine.records import (
-    JobError,
-    JobRecord,
-    children_key,
-    decode_record,
-    job_key,
-)
+from later_django.core.keys import children_key, job_key
+from later_django.core.records import JobError, JobRecord, decode_record
 from later_django.exceptions import RecordDecodeError
 from later_django.overview import STAGES
 from later_django.storage.django import DjangoStorage

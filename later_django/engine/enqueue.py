@@ -16,21 +16,18 @@ from typing import Any
 
 from django.db import transaction
 
-from later_django.clock import now_ms
 from later_django.conf import later_settings
-from later_django.engine import metrics, moves, partitions, stages
-from later_django.engine.records import JobRecord, children_key, decode_record, job_key, new_job_id
-from later_django.engine.topics import TopicLayoutMismatch
+from later_django.core import stages
+from later_django.core.clock import now_ms
+from later_django.core.keys import children_key, job_key
+from later_django.core.records import JobRecord, decode_record, new_job_id
+from later_django.engine import metrics, moves, partitions
 from later_django.engine.writes import JobWrites, commit
-from later_django.exceptions import LaterError
+from later_django.exceptions import LaterError, ParentNotFound, TopicLayoutMismatch
 from later_django.storage.django import DjangoStorage
 from later_django.storage.types import RangeAdd
 
 CONTINUE_ON = ("success", "finish")
-
-
-class ParentNotFound(LaterError):
-    """``continue_with`` named a parent job that does not exist (or has expired)."""
 
 
 @dataclass(frozen=True)

@@ -32,23 +32,19 @@ from typing import Any
 from django.db import transaction
 from django.tasks import Task
 
-from later_django.clock import now_ms
 from later_django.conf import LaterSettings
-from later_django.engine import moves, stages
+from later_django.core import stages
+from later_django.core.clock import now_ms
+from later_django.core.commands import ExecuteJob, decode_command
+from later_django.core.keys import children_key, job_key
+from later_django.core.records import JobError, JobRecord, decode_record
+from later_django.core.retry import RetryPolicy
+from later_django.engine import moves
 from later_django.engine.partitions import merge_partition_changes
-from later_django.engine.records import (
-    JobError,
-    JobRecord,
-    children_key,
-    decode_record,
-    job_key,
-    read_records,
-)
-from later_django.engine.registry import UnregisteredTaskError, resolve_task
-from later_django.engine.retry import RetryPolicy
+from later_django.engine.record_reads import read_records
+from later_django.engine.registry import resolve_task
 from later_django.engine.writes import JobWrites, commit
-from later_django.exceptions import RecordDecodeError
-from later_django.storage.commands import ExecuteJob, decode_command
+from later_django.exceptions import RecordDecodeError, UnregisteredTaskError, WorkerLost, class_path
 from later_django.storage.django import DjangoStorage
 from later_django.storage.partitions import HeadClaim, PartitionStore
 from later_django.storage.types import ClaimedMessage, RangeClear
@@ -594,7 +590,7 @@ def _resolve_or_fail(
             record,
             now,
             JobError(
-                "later_django.engine.registry.UnregisteredTaskError",
+                class_path(UnregisteredTaskError),
                 str(error),
                 now,
                 record.attempts,
@@ -609,7 +605,7 @@ def _resolve_or_fail(
 def _worker_lost(record: JobRecord, now: int, why: str) -> JobError:
     """The error recorded for an attempt whose worker stopped holding its lease."""
     return JobError(
-        exception_class_path="later_django.exceptions.WorkerLost",
+        exception_class_path=class_path(WorkerLost),
         traceback=why,
         at_ms=now,
         attempt=record.attempts,

@@ -17,7 +17,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from later_django.clock import minute_bucket
+from later_django.core.clock import minute_bucket
 from later_django.storage.types import JobIndexMetricsBatch
 
 logger = logging.getLogger("later_django.metrics")

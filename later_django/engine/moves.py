@@ -1,6 +1,6 @@
 """Stage moves of one job, expressed as changes to a :class:`JobWrites`.
 
-Each function moves the record (through :func:`~later_django.engine.stages.move`),
+Each function moves the record (through :func:`~later_django.core.stages.move`),
 then adds what the move implies: the record write with its expiry, the index
 row (or its removal: a queued job that is not on a partition has no index
 row, the delivery queue answers for it), the schedule entry, the delivery
@@ -13,10 +13,12 @@ import traceback as traceback_module
 from typing import Any
 
 from later_django.conf import LaterSettings
-from later_django.engine import stages
-from later_django.engine.records import JobError, JobRecord, due_key, undecodable_key
-from later_django.engine.retry import RetryPolicy
+from later_django.core import stages
+from later_django.core.keys import due_key, undecodable_key
+from later_django.core.records import JobError, JobRecord
+from later_django.core.retry import RetryPolicy
 from later_django.engine.writes import JobWrites
+from later_django.exceptions import ParentFailed, StageMoveError, class_path
 from later_django.storage.partitions import PartitionEntry
 from later_django.storage.types import (
     Delete,
@@ -82,7 +84,7 @@ def _place_partitioned(writes: JobWrites, record: JobRecord, now: int) -> None:
     elif record.stage == stages.WAITING:
         earliest = now
     else:
-        raise stages.StageMoveError(f"a new job cannot start in stage {record.stage!r}")
+        raise StageMoveError(f"a new job cannot start in stage {record.stage!r}")
     if record.sequence is None:
         raise ValueError(f"partitioned job {record.job_id} has no sequence")
     writes.save(record)
@@ -112,7 +114,7 @@ def place_new(writes: JobWrites, record: JobRecord, now: int) -> None:
         writes.save(record)
         _index(writes, record)
     else:
-        raise stages.StageMoveError(f"a new job cannot start in stage {record.stage!r}")
+        raise StageMoveError(f"a new job cannot start in stage {record.stage!r}")
     _transition(writes, record)
 
 
@@ -194,7 +196,7 @@ def succeed(
 def error_from_exception(error: BaseException, now: int, attempt: int) -> JobError:
     kind = type(error)
     return JobError(
-        exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
+        exception_class_path=class_path(kind),
         traceback="".join(traceback_module.format_exception(error)),
         at_ms=now,
         attempt=attempt,
@@ -251,7 +253,7 @@ def fail_waiting(
     record.reason = reason
     record.errors.append(
         JobError(
-            exception_class_path="later_django.exceptions.ParentFailed",
+            exception_class_path=class_path(ParentFailed),
             traceback=reason,
             at_ms=now,
             attempt=0,

@@ -32,11 +32,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from later_django.conf import RESERVED_TOPIC_PREFIX, LaterSettings
+from later_django.conf import LaterSettings
+from later_django.core.keys import RESERVED_PREFIX
+from later_django.core.topics import partition_for_key
 from later_django.engine.topics import (
     TopicLayoutMismatch,
     TopicNotConfigured,
-    partition_for_key,
     register_topic,
     topic_partitions,
 )
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from later_django.engine.writes import JobWrites
 
 __all__ = [
-    "RESERVED_TOPIC_PREFIX",
+    "RESERVED_PREFIX",
     "TopicLayoutMismatch",
     "TopicNotConfigured",
     "allocate_sequences",
@@ -60,10 +61,10 @@ __all__ = [
 def check_public_topic(topic: str, settings: LaterSettings) -> int:
     """The partition count of a topic callers may enqueue to; raises
     ``TopicNotConfigured`` for an unknown topic and ``ValueError`` for a reserved one."""
-    if not isinstance(topic, str) or topic.startswith(RESERVED_TOPIC_PREFIX):
+    if not isinstance(topic, str) or topic.startswith(RESERVED_PREFIX):
         raise ValueError(
             f"topic {topic!r} is reserved for later_django's own use (names starting with "
-            f"{RESERVED_TOPIC_PREFIX!r}); enqueue to a topic of LATER['TOPICS']"
+            f"{RESERVED_PREFIX!r}); enqueue to a topic of LATER['TOPICS']"
         )
     return topic_partitions(settings, topic)
 

@@ -1,7 +1,7 @@
 """Promotion of due delayed and requeued jobs into the delivery queue.
 
 The schedule is a set of ``<ns>-due-<time>-<id>`` keys in ``later_storage``
-(see :mod:`later_django.engine.records`). A pass walks the primary key from the
+(see :mod:`later_django.core.records`). A pass walks the primary key from the
 namespace's first entry up to ``now``, so its cost follows the number of due
 jobs, however many are scheduled for later.
 """
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from later_django.clock import now_ms
-from later_django.engine import moves, stages
-from later_django.engine.records import due_scan_bounds, job_id_of_due_key, read_records
+from later_django.core import stages
+from later_django.core.clock import now_ms
+from later_django.core.keys import due_scan_bounds, job_id_of_due_key
+from later_django.engine import moves
+from later_django.engine.record_reads import read_records
 from later_django.engine.writes import JobWrites, commit
 from later_django.storage.django import DjangoStorage
 from later_django.storage.types import Delete

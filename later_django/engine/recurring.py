@@ -30,8 +30,9 @@ import msgpack
 from croniter import croniter
 from django.db import transaction
 
-from later_django import clock
-from later_django.engine.payload import json_compatible
+from later_django.core import clock
+from later_django.core.keys import recurring_due_key, recurring_key, recurring_key_bounds
+from later_django.core.payload import json_compatible
 from later_django.exceptions import RecordDecodeError
 from later_django.storage.types import Delete, Set, StorageOperation
 
@@ -47,7 +48,6 @@ RECURRING_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 SOURCE_SETTINGS = "settings"
 SOURCE_API = "api"
 DEFAULT_TIMEZONE = "UTC"
-_DUE_DIGITS = 15
 _PAGE = 200
 
 
@@ -73,15 +73,6 @@ class RecurringDefinition:
     last_job_id: str | None = None
     #: why the last due tick was skipped (e.g. the task path no longer resolves).
     last_error: str | None = None
-
-
-def recurring_key(namespace: str, recurring_id: str) -> str:
-    return f"{namespace}-recurring-{recurring_id}"
-
-
-def recurring_scan_bounds(namespace: str) -> tuple[str, str]:
-    """``[start, stop)`` of the keys of every definition in ``namespace``."""
-    return f"{namespace}-recurring-", f"{namespace}-recurring."
 
 
 def validate_recurring_id(recurring_id: Any) -> str:
@@ -219,7 +210,7 @@ def list_recurring(*, using: str, namespace: str) -> list[RecurringDefinition]:
     """Every definition of ``namespace`` in id order (a key range scan plus one
     ``get_many`` per page). A definition that cannot be decoded is left out and logged."""
     storage = _storage(using)
-    start, stop = recurring_scan_bounds(namespace)
+    start, stop = recurring_key_bounds(namespace)
     definitions: list[RecurringDefinition] = []
     page = _PAGE
     while True:
@@ -244,35 +235,19 @@ def list_recurring(*, using: str, namespace: str) -> list[RecurringDefinition]:
 # --- the schedule index: which definitions are due, read without scanning them all ---
 
 
-def due_index_key(namespace: str, next_run_ms: int, recurring_id: str) -> str:
-    """``<ns>-recurdue-<next run ms, 15 digits>-<id>``: byte order is time order."""
-    return f"{namespace}-recurdue-{next_run_ms:0{_DUE_DIGITS}d}-{recurring_id}"
-
-
-def due_index_bounds(namespace: str, now_ms: int) -> tuple[str, str]:
-    """``[start, stop)`` of the index keys of the definitions due at ``now_ms``."""
-    return f"{namespace}-recurdue-", f"{namespace}-recurdue-{now_ms + 1:0{_DUE_DIGITS}d}"
-
-
-def parse_due_index_key(namespace: str, key: str) -> tuple[int, str]:
-    """``(next run ms, recurring id)`` of an index key."""
-    rest = key[len(f"{namespace}-recurdue-") :]
-    return int(rest[:_DUE_DIGITS]), rest[_DUE_DIGITS + 1 :]
-
-
 def write_operations(
     namespace: str, old: RecurringDefinition | None, new: RecurringDefinition | None
 ) -> list[StorageOperation]:
     """The writes that turn stored ``old`` into ``new`` (``None``: absent), index included."""
     operations: list[StorageOperation] = []
     if old is not None and (new is None or new.next_run_ms != old.next_run_ms):
-        operations.append(Delete(due_index_key(namespace, old.next_run_ms, old.id)))
+        operations.append(Delete(recurring_due_key(namespace, old.next_run_ms, old.id)))
     if new is None:
         if old is not None:
             operations.append(Delete(recurring_key(namespace, old.id)))
         return operations
     operations.append(Set(recurring_key(namespace, new.id), encode_definition(new)))
-    operations.append(Set(due_index_key(namespace, new.next_run_ms, new.id), b""))
+    operations.append(Set(recurring_due_key(namespace, new.next_run_ms, new.id), b""))
     return operations
 
 

@@ -29,22 +29,24 @@ from django.db import DatabaseError, transaction
 from django.tasks import Task
 from django.tasks.exceptions import InvalidTask
 
-from later_django import clock
+from later_django.core import clock
+from later_django.core.keys import (
+    parse_recurring_due_key,
+    recurring_due_bounds,
+    recurring_due_key,
+    recurring_key,
+)
+from later_django.core.topics import RECURRING_TOPIC
 from later_django.engine.enqueue import NewJob
 from later_django.engine.recurring import (
     RecurringDefinition,
     decode_definition,
-    due_index_bounds,
-    due_index_key,
     last_tick_ms,
     next_tick_ms,
-    parse_due_index_key,
-    recurring_key,
     write_operations,
 )
-from later_django.engine.registry import UnregisteredTaskError, resolve_task
-from later_django.engine.topics import RECURRING_TOPIC
-from later_django.exceptions import RecordDecodeError
+from later_django.engine.registry import resolve_task
+from later_django.exceptions import RecordDecodeError, UnregisteredTaskError
 from later_django.storage.django import DjangoStorage
 from later_django.storage.types import Delete, StorageOperation
 
@@ -94,12 +96,12 @@ def run_recurring_pass(
     the page it is in, leaving the rest due for the next run.
     """
     storage = DjangoStorage(using)
-    start, stop = due_index_bounds(namespace, now_ms)
+    start, stop = recurring_due_bounds(namespace, now_ms)
     enqueued = 0
     while True:
         keys = storage.key_scan(start, stop, BATCH)
         if keys:
-            due = [parse_due_index_key(namespace, key) for key in keys]
+            due = [parse_recurring_due_key(namespace, key) for key in keys]
             enqueued += _run_page(storage, namespace, due, now_ms)
         if len(keys) < BATCH or (deadline is not None and time.monotonic() > deadline):
             return enqueued
@@ -182,7 +184,7 @@ def _plan(
 ) -> None:
     """Adds what the due index key ``(due_ms, recurring_id)`` needs to ``batch``."""
     if raw is None:  # the definition is gone: drop its stale index key
-        batch.operations.append(Delete(due_index_key(namespace, due_ms, recurring_id)))
+        batch.operations.append(Delete(recurring_due_key(namespace, due_ms, recurring_id)))
         return
     try:
         definition = decode_definition(raw)
@@ -190,7 +192,7 @@ def _plan(
         logger.error("recurring job %r cannot be decoded, skipped: %s", recurring_id, error)
         return
     if definition.next_run_ms != due_ms:  # moved on (another pass, a replace): stale key
-        batch.operations.append(Delete(due_index_key(namespace, due_ms, recurring_id)))
+        batch.operations.append(Delete(recurring_due_key(namespace, due_ms, recurring_id)))
         return
     try:
         ticks, next_run = due_ticks(definition, now)
@@ -246,5 +248,5 @@ def recurring_pass(context: Any) -> int:
 
 def recurring_wanted(context: Any) -> bool:
     """A read of one index key: is any recurring definition due now?"""
-    start, stop = due_index_bounds(context.namespace, clock.now_ms())
+    start, stop = recurring_due_bounds(context.namespace, clock.now_ms())
     return bool(DjangoStorage(context.using).key_scan(start, stop, 1))

@@ -10,12 +10,7 @@ from __future__ import annotations
 from django.tasks import Task
 from django.utils.module_loading import import_string
 
-from later_django.exceptions import LaterError
-
-
-class UnregisteredTaskError(LaterError):
-    """The record's task path does not lead to a registered ``django.tasks.Task``."""
-
+from later_django.exceptions import UnregisteredTaskError
 
 _resolved: dict[str, Task] = {}
 

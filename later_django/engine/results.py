@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from django.tasks import Task, TaskResult, TaskResultStatus
 from django.tasks.base import TaskError
 
-from later_django.engine import stages
-from later_django.engine.records import JobRecord
+from later_django.core import stages
+from later_django.core.records import JobRecord
 
 STATUS_OF_STAGE = {
     stages.DELAYED: TaskResultStatus.READY,

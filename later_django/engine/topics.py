@@ -13,24 +13,12 @@ by their recurring id.
 
 from __future__ import annotations
 
-import hashlib
-
 from django.db import IntegrityError, transaction
 
-from later_django.clock import now_ms
 from later_django.conf import LaterSettings
-from later_django.exceptions import LaterError
-
-RECURRING_TOPIC = "__later_recurring__"
-RECURRING_TOPIC_PARTITIONS = 16
-
-
-class TopicNotConfigured(LaterError, ValueError):
-    """A topic that is not in ``LATER["TOPICS"]`` (nor reserved) was used."""
-
-
-class TopicLayoutMismatch(LaterError):
-    """A topic's configured partition count differs from the one stored for it."""
+from later_django.core.clock import now_ms
+from later_django.core.topics import RECURRING_TOPIC, RECURRING_TOPIC_PARTITIONS
+from later_django.exceptions import TopicLayoutMismatch, TopicNotConfigured
 
 
 def configured_topics(settings: LaterSettings) -> dict[str, int]:
@@ -47,24 +35,6 @@ def topic_partitions(settings: LaterSettings, topic: str) -> int:
         raise TopicNotConfigured(
             f"topic {topic!r} is not configured; add it to LATER['TOPICS'] (configured: {known})"
         ) from None
-
-
-def key_bytes(key: str | bytes | int) -> bytes:
-    """The canonical bytes of a routing key: UTF-8 text, raw bytes, or a decimal int."""
-    if isinstance(key, bytes):
-        return key
-    if isinstance(key, str):
-        return key.encode()
-    if isinstance(key, int) and not isinstance(key, bool):
-        return str(key).encode()
-    raise TypeError(f"a partition key must be str, bytes or int, got {key!r}")
-
-
-def partition_for_key(key: str | bytes | int, partitions: int) -> int:
-    """The partition of ``key``: stable across processes, hosts and Python versions
-    (BLAKE2b, not ``hash()``, which is salted per process)."""
-    digest = hashlib.blake2b(key_bytes(key), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % partitions
 
 
 def stored_partitions(using: str, namespace: str, topic: str) -> int | None:

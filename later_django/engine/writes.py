@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 
 from django.db import connections, transaction
 
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
+from later_django.core.commands import ExecuteJob, encode_command
+from later_django.core.records import JobRecord, encode_record
 from later_django.engine import metrics
-from later_django.engine.records import JobRecord, encode_record
 from later_django.storage.combined import CombinedWrite
-from later_django.storage.commands import ExecuteJob, encode_command
 from later_django.storage.django import DjangoStorage
 from later_django.storage.partitions import PartitionEntry
 from later_django.storage.queue import SqlDeliveryQueue

@@ -54,8 +54,9 @@ from dataclasses import dataclass, field
 
 from django.db import Error as DatabaseError
 
-from later_django.clock import now_ms
 from later_django.conf import LaterSettings
+from later_django.core.clock import now_ms
+from later_django.core.keys import pass_lease_key
 
 logger = logging.getLogger("later_django.maintenance")
 
@@ -209,10 +210,6 @@ def registered_passes(settings: LaterSettings | None = None) -> list[Maintenance
     return list(_REGISTRY.values())
 
 
-def lease_key(namespace: str, name: str) -> str:
-    return f"{namespace}-pass-{name}"
-
-
 def _retry_seconds(interval: float) -> float:
     """How soon a process looks again at a pass it found not due or leased elsewhere:
     a quarter of the interval (at least 0.5 s), so the namespace-wide run is not
@@ -311,7 +308,7 @@ class PassRunner:
         if not force and now < self._next_try.get(name, 0.0):
             return None
         self._next_try[name] = now + _retry_seconds(interval)
-        key = lease_key(self.namespace, name)
+        key = pass_lease_key(self.namespace, name)
         context = PassContext(
             using=self.using,
             namespace=self.namespace,

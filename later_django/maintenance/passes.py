@@ -20,9 +20,9 @@ import logging
 
 from django.db import connections
 
-from later_django.clock import MINUTE_MS, minute_bucket, now_ms
+from later_django.core.clock import MINUTE_MS, minute_bucket, now_ms
+from later_django.core.keys import due_scan_bounds
 from later_django.engine.promotion import promote_due
-from later_django.engine.records import due_scan_bounds
 from later_django.engine.recurring_pass import recurring_pass, recurring_wanted
 from later_django.maintenance.framework import MaintenancePass, PassContext, register_pass
 from later_django.storage.django import DjangoStorage

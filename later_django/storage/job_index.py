@@ -20,10 +20,10 @@ from typing import Any
 
 from django.db import transaction
 
-from later_django import clock
-from later_django.clock import MINUTE_MS, minute_bucket
+from later_django.core import clock
+from later_django.core.clock import MINUTE_MS, minute_bucket
+from later_django.core.commands import ExecuteJob, decode_command
 from later_django.exceptions import RecordDecodeError
-from later_django.storage.commands import ExecuteJob, decode_command
 from later_django.storage.contract import (
     METRIC_RETENTION_MINUTES,
     QUEUE_SAMPLE_RETENTION_MINUTES,

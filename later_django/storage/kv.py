@@ -2,7 +2,7 @@
 
 Tables ``later_storage`` (one row per key) and ``later_storage_range`` (one
 row per member, ``sequence`` as its stable cursor). Times are epoch ms from
-:func:`later_django.clock.now_ms`; an expired row reads as absent everywhere
+:func:`later_django.core.clock.now_ms`; an expired row reads as absent everywhere
 and is deleted later by :meth:`UpkeepStore.sweep_expired
 <later_django.storage.upkeep.UpkeepStore.sweep_expired>`.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import transaction
 
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
 from later_django.models import KEY_LENGTH
 from later_django.storage.db import AliasBound, SqlRunner, as_bytes
 from later_django.storage.sql.kv import NEWEST_FIRST_START, OLDEST_FIRST_START, STATEMENTS

@@ -19,11 +19,12 @@ from typing import Any
 
 from django.db import transaction
 
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
+from later_django.core.keys import RESERVED_PREFIX
 from later_django.storage.contract import DeliveryQueue
 from later_django.storage.db import AliasBound, SqlRunner, as_bytes
 from later_django.storage.sql.queue import QUEUE_SQL
-from later_django.storage.types import INTERNAL_QUEUE_PREFIX, ClaimedMessage
+from later_django.storage.types import ClaimedMessage
 
 #: django.tasks' priority range; higher is claimed first.
 MIN_PRIORITY = -100
@@ -220,7 +221,7 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         if queue_name is None:
             row = self._sql.fetch_one(
                 "depth_of_namespace",
-                [namespace, len(INTERNAL_QUEUE_PREFIX), INTERNAL_QUEUE_PREFIX],
+                [namespace, len(RESERVED_PREFIX), RESERVED_PREFIX],
             )
         else:
             row = self._sql.fetch_one("depth_of_queue", [namespace, queue_name])

@@ -1,23 +1,12 @@
 """Value types of the storage contract: operations, pages, index rows, metrics.
 
-Times are integer epoch milliseconds (``*_ms``); see :mod:`later_django.clock`.
+Times are integer epoch milliseconds (``*_ms``); see :mod:`later_django.core.clock`.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-
-#: Stages that never carry an expiry; counted by ``later_stage_counts`` (as every stage is).
-LIVE_STAGES: tuple[str, ...] = ("delayed", "waiting", "enqueued", "running", "requeued")
-#: Stages that carry ``date_expire``. ``later_stage_counts`` counts their existing index
-#: rows (the dashboard reads those); ``job_index_stage_counts`` counts unexpired rows.
-FINISHED_STAGES: tuple[str, ...] = ("success", "failed")
-
-#: Queue names starting with this are Later's own (partition-ready, maintenance):
-#: their messages are not jobs and do not count towards the ``enqueued`` stage.
-INTERNAL_QUEUE_PREFIX = "__later"
-
 
 # --- Key-value and range operations, applied atomically by ``Storage.apply`` ---
 

@@ -11,7 +11,7 @@ import time
 
 from django.db import transaction
 
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
 from later_django.storage.db import AliasBound, SqlRunner
 from later_django.storage.sql.upkeep import STATEMENTS, set_busy_timeout
 from later_django.storage.types import WalCheckpoint

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connections
 
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
 from later_django.storage.django import DjangoStorage
 from later_django.storage.execution import WorkerRow
 from later_django.storage.queue import SqlDeliveryQueue

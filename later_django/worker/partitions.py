@@ -18,13 +18,13 @@ is fenced by owner and epoch (:mod:`later_django.engine.execution`).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable
 
-from later_django.clock import now_ms
 from later_django.conf import LaterSettings
+from later_django.core import rendezvous
+from later_django.core.clock import now_ms
 from later_django.engine.topics import configured_topics
 from later_django.storage.execution import ExecutionStore
 from later_django.storage.partitions import Partition, PartitionStore
@@ -33,18 +33,6 @@ logger = logging.getLogger("later_django.worker")
 
 #: How often the worker recomputes its preferred partitions and renews leases.
 REFRESH_SECONDS = 1.0
-
-
-def rendezvous_score(worker_id: str, topic: str, partition_id: int) -> int:
-    """The rendezvous (highest random weight) score of ``worker_id`` for a partition:
-    stable across processes (BLAKE2b)."""
-    data = f"{worker_id}\x00{topic}\x00{partition_id}".encode()
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
-
-
-def preferred_owner(workers: list[str], topic: str, partition_id: int) -> str:
-    """The live worker that partition prefers (ties broken by worker id)."""
-    return max(workers, key=lambda worker: (rendezvous_score(worker, topic, partition_id), worker))
 
 
 def all_partitions(settings: LaterSettings) -> list[Partition]:
@@ -104,7 +92,7 @@ class PartitionAssignment:
         preferred = {
             partition
             for partition in self._partitions
-            if preferred_owner(live, *partition) == self.worker_id
+            if rendezvous.owner(live, *partition) == self.worker_id
         }
         busy = self.busy()
         store = PartitionStore(self.using)

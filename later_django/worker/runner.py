@@ -39,9 +39,13 @@ from django.tasks import TaskContext, TaskResultStatus
 from django.tasks.signals import task_finished, task_started
 from django.utils.crypto import get_random_string
 
-from later_django.clock import now_ms
 from later_django.conf import later_settings
-from later_django.engine import metrics, stages
+from later_django.core import stages
+from later_django.core.clock import now_ms
+from later_django.core.keys import due_scan_bounds
+from later_django.core.payload import json_compatible
+from later_django.core.records import JobRecord
+from later_django.engine import metrics
 from later_django.engine.execution import (
     Outcome,
     StartedJob,
@@ -50,9 +54,7 @@ from later_django.engine.execution import (
     start_heads,
 )
 from later_django.engine.moves import error_from_exception
-from later_django.engine.payload import json_compatible
 from later_django.engine.promotion import promote_all_due
-from later_django.engine.records import JobRecord, due_scan_bounds
 from later_django.engine.recurring import sync_configured_recurring
 from later_django.engine.results import task_result
 from later_django.engine.topics import register_configured_topics

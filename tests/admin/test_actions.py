@@ -8,13 +8,8 @@ from django.test import Client
 from django.urls import reverse
 
 from later_django.admin import actions
-from later_django.engine.records import (
-    children_key,
-    decode_record,
-    due_key,
-    encode_record,
-    job_key,
-)
+from later_django.core.keys import children_key, due_key, job_key
+from later_django.core.records import decode_record, encode_record
 from later_django.overview import read_overview
 from later_django.storage.django import DjangoStorage
 from later_django.storage.queue import SqlDeliveryQueue

@@ -12,7 +12,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
 from later_django.overview import STAGES, read_overview
 from later_django.storage.django import DjangoStorage
 from later_django.storage.execution import WorkerRow

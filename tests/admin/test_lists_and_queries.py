@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from later_django.admin.jobs import PAGE_SIZE
 from later_django.api import enqueue_many
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
 from later_django.storage.django import DjangoStorage
 from later_django.storage.types import JobIndexRow
 from tests.admin.support import seed_jobs

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from later_django.engine.records import job_key
+from later_django.core.keys import job_key
 from later_django.overview import STAGES
 from later_django.storage.django import DjangoStorage
 from tests.admin.support import SCRIPT, seed_jobs
@@ -93,7 +93,7 @@ def test_the_history_chart_is_inline_svg_for_each_range(
     manager_client: Client, later_db: str, range_name: str
 ) -> None:
     storage = DjangoStorage(later_db)
-    from later_django.clock import now_ms
+    from later_django.core.clock import now_ms
 
     now = now_ms()
     for minutes_ago, queued in ((50, 5), (20, 40), (1, 12)):

@@ -12,7 +12,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from later_django.api import enqueue_to_partition, schedule_recurring
-from later_django.engine.topics import partition_for_key, register_topic
+from later_django.core.topics import partition_for_key
+from later_django.engine.topics import register_topic
 from later_django.overview import read_overview
 from tests.engine import tasks
 

@@ -6,7 +6,7 @@ import pytest
 from django.tasks import TaskResultStatus
 
 from later_django.api import enqueue_many
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
 from later_django.engine import metrics
 from later_django.storage.django import DjangoStorage
 from tests.engine import tasks

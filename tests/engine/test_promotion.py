@@ -14,10 +14,10 @@ from django.test import override_settings
 from django.utils import timezone
 
 from later_django.api import enqueue_many
-from later_django.clock import now_ms
 from later_django.conf import setting_problems
+from later_django.core.clock import now_ms
+from later_django.core.keys import due_scan_bounds
 from later_django.engine.promotion import PROMOTION_BATCH, promote_due
-from later_django.engine.records import due_scan_bounds
 from later_django.storage.db import SqlRunner
 from later_django.storage.django import DjangoStorage
 from later_django.storage.queue import SqlDeliveryQueue

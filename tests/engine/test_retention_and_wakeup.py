@@ -8,8 +8,8 @@ from django.tasks import TaskResultStatus
 from django.tasks.exceptions import TaskResultDoesNotExist
 from django.test import override_settings
 
-from later_django.clock import now_ms
-from later_django.engine.records import job_key
+from later_django.core.clock import now_ms
+from later_django.core.keys import job_key
 from later_django.storage.sql.queue import WAKE_CHANNEL
 from later_django.worker.wakeup import listening_connection
 from tests.engine import tasks

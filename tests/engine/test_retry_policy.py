@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from later_django.checks import check_later_settings
 from later_django.conf import later_settings
-from later_django.engine.retry import RetryPolicy
+from later_django.core.retry import RetryPolicy
 from tests.engine import tasks
 
 

@@ -13,9 +13,10 @@ from django.test import override_settings
 
 from later_django.api import enqueue_many
 from later_django.conf import later_settings
+from later_django.core.keys import job_key
+from later_django.core.records import decode_record
 from later_django.engine.enqueue import NewJob, enqueue_jobs
 from later_django.engine.execution import start_batch
-from later_django.engine.records import decode_record, job_key
 from later_django.storage.django import DjangoStorage
 from later_django.storage.queue import SqlDeliveryQueue
 from tests.engine import tasks
@@ -50,7 +51,7 @@ def test_a_record_naming_a_plain_function_fails_without_calling_it(
     stored = decode_record(storage.get(job_key(NAMESPACE, record.job_id)))
     assert stored.stage == "failed"
     assert [error.exception_class_path for error in stored.errors] == [
-        "later_django.engine.registry.UnregisteredTaskError"
+        "later_django.exceptions.UnregisteredTaskError"
     ]
     assert "not a registered django.tasks.Task" in stored.errors[0].traceback
     assert storage.job_index_stage_counts(NAMESPACE) == {"failed": 1}

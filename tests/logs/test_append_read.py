@@ -6,7 +6,8 @@ import pytest
 from django.db import connections, transaction
 from django.test import override_settings
 
-from later_django.engine.topics import TopicLayoutMismatch, TopicNotConfigured, register_topic
+from later_django.engine.topics import register_topic
+from later_django.exceptions import TopicLayoutMismatch, TopicNotConfigured
 from later_django.logs import log
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
+from later_django.core.keys import pass_lease_key
 from later_django.maintenance import MaintenancePass, PassContext, register_pass, run_due_passes
-from later_django.maintenance.framework import LEASE_MARGIN_SECONDS, lease_key
+from later_django.maintenance.framework import LEASE_MARGIN_SECONDS
 from later_django.models import StorageValue
 from later_django.storage.django import DjangoStorage
 from tests.maintenance.conftest import NAMESPACE, make_runner
@@ -98,7 +99,7 @@ def test_a_pass_runs_once_per_interval_namespace_wide(alias: str, temporary_pass
     assert second.run_due(force=True) == []
     assert first.run_due(force=True) == []
     assert calls == ["A"]
-    lease = StorageValue.objects.using(alias).get(key=lease_key(NAMESPACE, "probe_once"))
+    lease = StorageValue.objects.using(alias).get(key=pass_lease_key(NAMESPACE, "probe_once"))
     assert bytes(lease.value) == b"A"
     # Due again one interval after the run started, not a lease margin later.
     assert before + 30_000 <= lease.date_expire <= now_ms() + 30_000
@@ -129,7 +130,7 @@ def test_a_running_pass_holds_its_lease_for_its_budget_plus_the_margin(
 ) -> None:
     seen: list[tuple[list, int]] = []
     other = make_runner(alias, "probe_long", owner="B")
-    key = lease_key(NAMESPACE, "probe_long")
+    key = pass_lease_key(NAMESPACE, "probe_long")
 
     def run(context: PassContext) -> int:
         # Another process looks while this one runs: it must not start the pass,
@@ -155,7 +156,7 @@ def test_a_lease_left_by_a_process_that_died_mid_pass_lapses(alias: str, tempora
     calls: list[str] = []
     temporary_passes("probe_dead", 0.1, count_calls(calls))
     # A process took the lease and died: its key stays until it expires.
-    assert DjangoStorage(alias).set_if_absent(lease_key(NAMESPACE, "probe_dead"), b"dead", 0.5)
+    assert DjangoStorage(alias).set_if_absent(pass_lease_key(NAMESPACE, "probe_dead"), b"dead", 0.5)
     survivor = make_runner(alias, "probe_dead", owner="B")
     assert survivor.run_due(force=True) == []
     wait_for(lambda: survivor.run_due(force=True), what="the survivor's run after the lapse")
@@ -166,7 +167,7 @@ def test_a_lease_left_by_a_process_that_died_mid_pass_lapses(alias: str, tempora
 def test_a_process_that_lost_its_lease_leaves_the_new_holder_alone(
     alias: str, temporary_passes
 ) -> None:
-    key = lease_key(NAMESPACE, "probe_lost")
+    key = pass_lease_key(NAMESPACE, "probe_lost")
     storage = DjangoStorage(alias)
 
     def run(context: PassContext) -> int:
@@ -209,7 +210,7 @@ def test_defer_keeps_every_process_off_the_pass(alias: str, temporary_passes) ->
     make_runner(alias, "probe_defer", owner="A").run_due()
     time.sleep(0.2)
     assert make_runner(alias, "probe_defer", owner="B").run_due(force=True) == []
-    lease = StorageValue.objects.using(alias).get(key=lease_key(NAMESPACE, "probe_defer"))
+    lease = StorageValue.objects.using(alias).get(key=pass_lease_key(NAMESPACE, "probe_defer"))
     assert lease.date_expire > now_ms() + 55_000
 
 
@@ -219,7 +220,7 @@ def test_a_pass_with_nothing_wanted_takes_no_lease(alias: str, temporary_passes)
     temporary_passes("probe_unwanted", 30.0, count_calls(calls), wanted=lambda context: False)
     assert make_runner(alias, "probe_unwanted").run_due() == []
     assert calls == []
-    assert DjangoStorage(alias).get(lease_key(NAMESPACE, "probe_unwanted")) is None
+    assert DjangoStorage(alias).get(pass_lease_key(NAMESPACE, "probe_unwanted")) is None
 
 
 @DB

@@ -11,9 +11,9 @@ from django.tasks import TaskResultStatus
 from django.test import override_settings
 from django.utils import timezone
 
-from later_django.clock import MINUTE_MS, minute_bucket, now_ms
+from later_django.core.clock import MINUTE_MS, minute_bucket, now_ms
+from later_django.core.keys import pass_lease_key
 from later_django.maintenance import PassContext, passes
-from later_django.maintenance.framework import lease_key
 from later_django.storage.django import DjangoStorage
 from later_django.storage.execution import WorkerRow
 from later_django.storage.queue import SqlDeliveryQueue
@@ -124,7 +124,7 @@ def test_promote_moves_due_jobs_into_the_queue(alias: str) -> None:
     results = [soon.enqueue(n, 1) for n in range(3)]
     runner = make_runner(alias, "promote")
     assert runner.run_due(force=True) == []  # nothing due yet: no lease taken
-    assert DjangoStorage(alias).get(lease_key(NAMESPACE, "promote")) is None
+    assert DjangoStorage(alias).get(pass_lease_key(NAMESPACE, "promote")) is None
     deadline = time.monotonic() + 30
     promoted = 0
     while promoted < 3:

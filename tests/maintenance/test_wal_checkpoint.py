@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
+from later_django.core.keys import pass_lease_key
 from later_django.maintenance import passes
-from later_django.maintenance.framework import lease_key
 from later_django.models import StorageValue
 from later_django.storage.django import DjangoStorage
 from later_django.storage.types import Set
@@ -101,7 +101,7 @@ def test_a_checkpoint_that_gave_up_keeps_every_process_off_for_15_seconds(
     finally:
         reader.close()
     assert wal_path(alias).stat().st_size > 0
-    lease = StorageValue.objects.using(alias).get(key=lease_key(NAMESPACE, "wal_checkpoint"))
+    lease = StorageValue.objects.using(alias).get(key=pass_lease_key(NAMESPACE, "wal_checkpoint"))
     assert lease.date_expire >= before + passes.WAL_RETRY_AFTER_BUSY_MS
     assert make_runner(alias, "wal_checkpoint", owner="B").run_due(force=True) == []
 
@@ -109,7 +109,7 @@ def test_a_checkpoint_that_gave_up_keeps_every_process_off_for_15_seconds(
 def test_the_checkpoint_pass_takes_no_lease_on_postgres(postgres_alias: str) -> None:
     runs = make_runner(postgres_alias, "wal_checkpoint").run_due()
     assert runs == []
-    assert DjangoStorage(postgres_alias).get(lease_key(NAMESPACE, "wal_checkpoint")) is None
+    assert DjangoStorage(postgres_alias).get(pass_lease_key(NAMESPACE, "wal_checkpoint")) is None
     context = passes.PassContext(
         using=postgres_alias,
         namespace=NAMESPACE,

@@ -6,7 +6,8 @@ from typing import Any
 
 from django.db import connections
 
-from later_django.engine.records import JobRecord, decode_record, job_key
+from later_django.core.keys import job_key
+from later_django.core.records import JobRecord, decode_record
 from later_django.storage.django import DjangoStorage
 from tests.partitions.conftest import NAMESPACE
 

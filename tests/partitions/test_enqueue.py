@@ -14,7 +14,8 @@ from later_django.api import (
     continue_with,
     enqueue_to_partition,
 )
-from later_django.engine.topics import partition_for_key, register_topic
+from later_django.core.topics import partition_for_key
+from later_django.engine.topics import register_topic
 from tests.partitions import tasks
 from tests.partitions.conftest import NAMESPACE, PARTITIONS, TOPIC
 from tests.partitions.support import (

@@ -13,8 +13,9 @@ from django.tasks import TaskResultStatus
 from django.test import override_settings
 
 from later_django.api import continue_with, enqueue_to_partition
-from later_django.clock import now_ms
 from later_django.conf import later_settings
+from later_django.core.clock import now_ms
+from later_django.core.topics import partition_for_key
 from later_django.engine import metrics
 from later_django.engine.execution import (
     Outcome,
@@ -22,7 +23,6 @@ from later_django.engine.execution import (
     finish_batch,
     start_heads,
 )
-from later_django.engine.topics import partition_for_key
 from later_django.storage.partitions import PartitionStore
 from later_django.worker.runner import Worker, WorkerOptions
 from tests.partitions import tasks

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from later_django.clock import now_ms
+from later_django.core import rendezvous
+from later_django.core.clock import now_ms
 from later_django.engine.topics import register_topic
 from later_django.storage.partitions import PartitionEntry, PartitionStore
-from later_django.worker.partitions import preferred_owner
 from tests.partitions.conftest import NAMESPACE, TOPIC
 from tests.partitions.support import fetch, heads, partition_rows
 
@@ -103,8 +103,8 @@ def test_claims_read_only_heads_of_partitions_the_owner_holds(db_alias: str) -> 
 
 def test_rendezvous_spreads_partitions_and_moves_few_when_a_worker_joins() -> None:
     partitions = [(TOPIC, p) for p in range(64)]
-    two = {p: preferred_owner(["w1", "w2"], *p) for p in partitions}
-    three = {p: preferred_owner(["w1", "w2", "w3"], *p) for p in partitions}
+    two = {p: rendezvous.owner(["w1", "w2"], *p) for p in partitions}
+    three = {p: rendezvous.owner(["w1", "w2", "w3"], *p) for p in partitions}
     assert 16 <= sum(owner == "w1" for owner in two.values()) <= 48
     # Only partitions now preferred by the newcomer change hands.
     assert all(three[p] in (two[p], "w3") for p in partitions)

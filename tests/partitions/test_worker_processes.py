@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from django.tasks import TaskResult
 
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
 from later_django.engine import metrics
 from tests.partitions import tasks
 from tests.partitions.conftest import NAMESPACE, TOPIC, TOPICS

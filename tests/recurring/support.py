@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from later_django.engine.records import JobRecord, decode_record
-from later_django.engine.recurring import (
-    RecurringDefinition,
-    due_index_key,
-    encode_definition,
-    get_recurring,
-    recurring_key,
-)
+from later_django.core.keys import recurring_due_key, recurring_key
+from later_django.core.records import JobRecord, decode_record
+from later_django.engine.recurring import RecurringDefinition, encode_definition, get_recurring
 from later_django.storage.django import DjangoStorage
 from later_django.storage.types import Delete, Set
 
@@ -44,9 +39,9 @@ def move_next_run(alias: str, recurring_id: str, next_run_ms: int) -> RecurringD
     new = RecurringDefinition(**{**old.__dict__, "next_run_ms": next_run_ms})
     DjangoStorage(alias).apply(
         [
-            Delete(due_index_key(NAMESPACE, old.next_run_ms, recurring_id)),
+            Delete(recurring_due_key(NAMESPACE, old.next_run_ms, recurring_id)),
             Set(recurring_key(NAMESPACE, recurring_id), encode_definition(new)),
-            Set(due_index_key(NAMESPACE, next_run_ms, recurring_id), b""),
+            Set(recurring_due_key(NAMESPACE, next_run_ms, recurring_id), b""),
         ]
     )
     return new
@@ -57,6 +52,6 @@ def store(alias: str, stored: RecurringDefinition) -> None:
     DjangoStorage(alias).apply(
         [
             Set(recurring_key(NAMESPACE, stored.id), encode_definition(stored)),
-            Set(due_index_key(NAMESPACE, stored.next_run_ms, stored.id), b""),
+            Set(recurring_due_key(NAMESPACE, stored.next_run_ms, stored.id), b""),
         ]
     )

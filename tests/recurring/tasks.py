@@ -12,7 +12,8 @@ import time
 from django.tasks import TaskContext, task
 
 from later_django.conf import later_settings
-from later_django.engine.records import decode_record, job_key
+from later_django.core.keys import job_key
+from later_django.core.records import decode_record
 from later_django.storage.django import DjangoStorage
 from tests.worker.tasks import append_line
 

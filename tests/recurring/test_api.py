@@ -6,12 +6,8 @@ import pytest
 from django.db import transaction
 
 from later_django.api import remove_recurring, schedule_recurring
-from later_django.clock import now_ms
-from later_django.engine.recurring import (
-    SOURCE_API,
-    list_recurring,
-    next_tick_ms,
-)
+from later_django.core.clock import now_ms
+from later_django.engine.recurring import SOURCE_API, list_recurring, next_tick_ms
 from later_django.storage.django import DjangoStorage
 from tests.recurring import tasks
 from tests.recurring.support import NAMESPACE, definition

@@ -9,7 +9,7 @@ import pytest
 from django.db import connections
 
 from later_django.api import schedule_recurring
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
 from later_django.engine.recurring_pass import run_recurring_pass
 from tests.recurring import tasks
 from tests.recurring.support import NAMESPACE, job_records, move_next_run

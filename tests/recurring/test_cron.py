@@ -7,16 +7,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from later_django.core.keys import parse_recurring_due_key, recurring_due_key, recurring_key_bounds
 from later_django.engine.recurring import (
     RecurringDefinition,
     cron_problem,
     decode_definition,
-    due_index_key,
     encode_definition,
     last_tick_ms,
     next_tick_ms,
-    parse_due_index_key,
-    recurring_scan_bounds,
     validate_cron,
     validate_recurring_id,
     validate_timezone,
@@ -107,7 +105,7 @@ def test_bad_ids_are_refused(bad: object) -> None:
 
 
 def test_good_ids_and_their_keys_stay_inside_the_scan_range() -> None:
-    start, stop = recurring_scan_bounds("ns")
+    start, stop = recurring_key_bounds("ns")
     for good in ["a", "report:nightly-2.v1", "_" * 200, "Z9"]:
         assert validate_recurring_id(good) == good
         key = f"ns-recurring-{good}"
@@ -133,8 +131,8 @@ def test_definition_codec_round_trips_and_refuses_garbage() -> None:
 
 
 def test_due_index_key_round_trips_ids_with_dashes() -> None:
-    key = due_index_key("ns", 1_700_000_000_000, "a-b:c.d")
-    assert parse_due_index_key("ns", key) == (1_700_000_000_000, "a-b:c.d")
+    key = recurring_due_key("ns", 1_700_000_000_000, "a-b:c.d")
+    assert parse_recurring_due_key("ns", key) == (1_700_000_000_000, "a-b:c.d")
 
 
 def test_not_due_yields_nothing() -> None:

@@ -8,13 +8,9 @@ from pathlib import Path
 import pytest
 
 from later_django.api import schedule_recurring
-from later_django.clock import now_ms
-from later_django.engine import stages
-from later_django.engine.recurring import (
-    RecurringDefinition,
-    last_tick_ms,
-    next_tick_ms,
-)
+from later_django.core import stages
+from later_django.core.clock import now_ms
+from later_django.engine.recurring import RecurringDefinition, last_tick_ms, next_tick_ms
 from later_django.engine.recurring_pass import MISFIRE_GRACE_MS, NEVER_MS, run_recurring_pass
 from later_django.storage.django import DjangoStorage
 from tests.engine.support import run_until_finished
@@ -212,7 +208,8 @@ def test_a_schedule_with_no_tick_left_stops_without_stopping_the_pass(recur_db: 
 def test_one_definition_failing_at_write_does_not_hold_back_its_page(
     recur_db: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from later_django.engine.topics import RECURRING_TOPIC, register_topic
+    from later_django.core.topics import RECURRING_TOPIC
+    from later_django.engine.topics import register_topic
 
     # The reserved topic recorded with another layout: enqueueing to it raises
     # TopicLayoutMismatch inside the page's transaction.

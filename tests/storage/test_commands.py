@@ -5,14 +5,14 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from later_django.exceptions import RecordDecodeError
-from later_django.storage.commands import (
+from later_django.core.commands import (
     ExecuteJob,
     PartitionReady,
     RunMaintenance,
     decode_command,
     encode_command,
 )
+from later_django.exceptions import RecordDecodeError
 
 
 @pytest.mark.parametrize(

@@ -15,14 +15,14 @@ import pytest
 from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from later_django.clock import now_ms
-from later_django.models import DeliveryMessage, StorageRangeItem
-from later_django.storage.commands import (
+from later_django.core.clock import now_ms
+from later_django.core.commands import (
     ExecuteJob,
     PartitionReady,
     RunMaintenance,
     encode_command,
 )
+from later_django.models import DeliveryMessage, StorageRangeItem
 from later_django.storage.job_index import JobIndexStore
 from later_django.storage.sql.job_index import LIVE_STAGE_LIST
 from later_django.storage.types import JobIndexRemove, JobIndexRow, JobIndexUpsert

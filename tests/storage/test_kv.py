@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.db import DatabaseError, connections, transaction
 
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
 from later_django.storage.kv import KeyValueStore
 from later_django.storage.types import (
     Delete,

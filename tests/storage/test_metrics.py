@@ -6,7 +6,7 @@ import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
-from later_django.clock import MINUTE_MS
+from later_django.core.clock import MINUTE_MS
 from later_django.models import JobTransitionMetric, JobWaitMetric
 from later_django.storage.contract import (
     METRIC_RETENTION_MINUTES,

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from django.db import connections, transaction
 
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
+from later_django.core.keys import RESERVED_PREFIX
 from later_django.storage.queue import SqlDeliveryQueue
-from later_django.storage.types import INTERNAL_QUEUE_PREFIX, ClaimedMessage
+from later_django.storage.types import ClaimedMessage
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -391,12 +392,12 @@ def test_depth_of_a_namespace_sums_its_queues_and_leaves_out_internal_queues(
 ) -> None:
     queue.publish(namespace, "a", payloads(3))
     queue.publish(namespace, "b", payloads(2))
-    queue.publish(namespace, f"{INTERNAL_QUEUE_PREFIX}-partition", payloads(4))
+    queue.publish(namespace, f"{RESERVED_PREFIX}-partition", payloads(4))
     queue.publish(namespace, "_xlater", payloads(1))  # ``_`` is not a wildcard here
     queue.publish(f"{namespace}-other", "a", payloads(7))
 
     assert queue.depth(namespace) == 6
-    assert queue.depth(namespace, f"{INTERNAL_QUEUE_PREFIX}-partition") == 4
+    assert queue.depth(namespace, f"{RESERVED_PREFIX}-partition") == 4
     assert queue.depth(namespace, "missing") == 0
     assert queue.depth(f"{namespace}-none") == 0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connections
 
-from later_django.storage.commands import ExecuteJob, PartitionReady, encode_command
+from later_django.core.commands import ExecuteJob, PartitionReady, encode_command
 from later_django.storage.django import DjangoStorage
 from later_django.storage.queue import SqlDeliveryQueue
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.db import connections, transaction
 
-from later_django.clock import now_ms
+from later_django.core.clock import now_ms
 from later_django.storage import upkeep
 from later_django.storage.db import Statements
 from later_django.storage.kv import KeyValueStore

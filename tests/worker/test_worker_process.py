@@ -30,15 +30,11 @@ from django.tasks.exceptions import TaskResultDoesNotExist
 from django.test import override_settings
 
 from later_django.api import enqueue_many
-from later_django.clock import now_ms
-from later_django.engine import metrics, stages
-from later_django.engine.records import (
-    JobRecord,
-    decode_record,
-    encode_record,
-    job_key,
-    undecodable_key,
-)
+from later_django.core import stages
+from later_django.core.clock import now_ms
+from later_django.core.keys import job_key, undecodable_key
+from later_django.core.records import JobRecord, decode_record, encode_record
+from later_django.engine import metrics
 from later_django.storage.django import DjangoStorage
 from tests.worker import tasks
 from tests.worker.tasks import read_lines
@@ -444,7 +440,7 @@ def test_unknown_task_path_and_undecodable_record_fail_with_a_reason_and_worker_
         assert record.stage == stages.FAILED
         assert len(record.errors) == 1
         error = record.errors[0]
-        assert error.exception_class_path == "later_django.engine.registry.UnregisteredTaskError"
+        assert error.exception_class_path == "later_django.exceptions.UnregisteredTaskError"
         assert cause in error.traceback
         with pytest.raises(TaskResultDoesNotExist):
             tasks.record.get_result(job_id)

@@ -20,8 +20,9 @@ with the prefix only under byte order, and a database's default collation
 
 from __future__ import annotations
 
+from later_django.core.keys import RESERVED_PREFIX
+from later_django.core.stages import FINISHED_STAGES, LIVE_STAGES
 from later_django.storage.db import Statements
-from later_django.storage.types import FINISHED_STAGES, INTERNAL_QUEUE_PREFIX, LIVE_STAGES
 
 
 def _sql_list(names: tuple[str, ...]) -> str:
@@ -42,9 +43,7 @@ ROW_COLUMNS = (
 )
 
 #: Queue names starting with this are Later's own, not job queues.
-_NOT_INTERNAL_QUEUE = (
-    f"substr(queue_name, 1, {len(INTERNAL_QUEUE_PREFIX)}) <> '{INTERNAL_QUEUE_PREFIX}'"
-)
+_NOT_INTERNAL_QUEUE = f"substr(queue_name, 1, {len(RESERVED_PREFIX)}) <> '{RESERVED_PREFIX}'"
 
 #: The label of the queue-depth part of ``stage_counts`` (not a stage name).
 QUEUE_DEPTH_LABEL = "__queue_depth"

@@ -25,8 +25,8 @@ from demo import tasks
 from demo.actions import ORDERS_TOPIC, orders
 from demo.models import DemoJob
 from later_django.api import enqueue_many, enqueue_to_partition
-from later_django.clock import now_ms
 from later_django.conf import later_settings
+from later_django.core.clock import now_ms
 from later_django.storage.django import DjangoStorage
 
 MINUTE_MS = 60_000

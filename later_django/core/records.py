@@ -5,64 +5,26 @@ holds only JSON-compatible values plus integers for times (epoch ms), so it can
 be decoded without executing anything; decoding a malformed record raises
 :class:`~later_django.exceptions.RecordDecodeError`.
 
-Storage keys (all prefixed by the namespace, so namespaces never meet):
-
-* ``<ns>-job-<id>``: the record;
-* ``<ns>-job-<id>-next``: a range whose members are the ids of the job's
-  continuations (children waiting for it);
-* ``<ns>-due-<due ms, 15 digits>-<id>``: an entry of the schedule of delayed
-  and requeued jobs; zero padding makes byte order equal time order, so the
-  promotion pass reads only the entries that are due;
-* ``<ns>-job-<id>-undecodable``: the original bytes of a record that could not
-  be decoded, kept next to the failed record that replaced it.
+Its keys in ``later_storage`` are spelled in :mod:`later_django.core.keys`.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgpack
 from ulid import ULID
 
+from later_django.core.keys import job_key
 from later_django.exceptions import RecordDecodeError
 
-logger = logging.getLogger("later_django.engine")
-
 RECORD_FORMAT_VERSION = 1
-_DUE_DIGITS = 15
 
 
 def new_job_id() -> str:
     """A new ULID as 26 characters of Crockford base 32: unique and time sortable."""
     return str(ULID())
-
-
-def job_key(namespace: str, job_id: str) -> str:
-    return f"{namespace}-job-{job_id}"
-
-
-def children_key(namespace: str, job_id: str) -> str:
-    return f"{namespace}-job-{job_id}-next"
-
-
-def undecodable_key(namespace: str, job_id: str) -> str:
-    return f"{namespace}-job-{job_id}-undecodable"
-
-
-def due_key(namespace: str, due_at_ms: int, job_id: str) -> str:
-    return f"{namespace}-due-{due_at_ms:0{_DUE_DIGITS}d}-{job_id}"
-
-
-def due_scan_bounds(namespace: str, now_ms: int) -> tuple[str, str]:
-    """``[start, stop)`` of the schedule entries due at ``now_ms``."""
-    return f"{namespace}-due-", f"{namespace}-due-{now_ms + 1:0{_DUE_DIGITS}d}"
-
-
-def job_id_of_due_key(key: str) -> str:
-    return key.rsplit("-", 1)[1]
 
 
 @dataclass
@@ -209,21 +171,3 @@ def decode_record(data: bytes) -> JobRecord:
     if not isinstance(record.args, list) or not isinstance(record.kwargs, dict):
         raise RecordDecodeError("job record args must be a list and kwargs a map")
     return record
-
-
-def read_records(
-    storage: Any, namespace: str, job_ids: Iterable[str], *, for_update: bool = False
-) -> dict[str, JobRecord]:
-    """The decoded records of those of ``job_ids`` that exist, by job id, read in one
-    statement from ``storage`` (with row locks when ``for_update``). A record that
-    cannot be decoded is logged and left out: the worker that meets its message
-    fails the job with the reason."""
-    keys = {job_key(namespace, job_id): job_id for job_id in job_ids}
-    read = storage.get_many_for_update if for_update else storage.get_many
-    records: dict[str, JobRecord] = {}
-    for key, raw in read(list(keys)).items():
-        try:
-            records[keys[key]] = decode_record(raw)
-        except RecordDecodeError as error:
-            logger.error("job %s: %s; left for a worker to fail", keys[key], error)
-    return records

@@ -9,8 +9,8 @@ retry), see :data:`OPERATOR_MOVES`.
 
 from __future__ import annotations
 
-from later_django.engine.records import JobRecord
-from later_django.exceptions import LaterError
+from later_django.core.records import JobRecord
+from later_django.exceptions import StageMoveError
 
 DELAYED = "delayed"
 WAITING = "waiting"
@@ -20,8 +20,15 @@ REQUEUED = "requeued"
 SUCCESS = "success"
 FAILED = "failed"
 
+#: The only list of stages. Live stages never carry an expiry; finished ones get
+#: ``RETENTION``. ``later_stage_counts`` counts every stage (migrations 0002, 0005
+#: spell the same names in their triggers, frozen as history).
+LIVE_STAGES: tuple[str, ...] = (DELAYED, WAITING, ENQUEUED, RUNNING, REQUEUED)
+FINISHED_STAGES: tuple[str, ...] = (SUCCESS, FAILED)
+ALL_STAGES: tuple[str, ...] = LIVE_STAGES + FINISHED_STAGES
+
 INITIAL_STAGES = frozenset({DELAYED, WAITING, ENQUEUED})
-FINISHED = frozenset({SUCCESS, FAILED})
+FINISHED = frozenset(FINISHED_STAGES)
 
 ALLOWED_MOVES: dict[str, frozenset[str]] = {
     DELAYED: frozenset({ENQUEUED}),
@@ -39,10 +46,6 @@ ALLOWED_MOVES: dict[str, frozenset[str]] = {
 OPERATOR_MOVES: dict[str, frozenset[str]] = {
     FAILED: frozenset({ENQUEUED}),
 }
-
-
-class StageMoveError(LaterError):
-    """A move the stage machine does not allow."""
 
 
 def move(record: JobRecord, stage: str, at_ms: int, *, operator: bool = False) -> None:

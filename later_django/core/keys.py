@@ -1,0 +1,89 @@
+"""Every key layout of ``later_storage``: the one place a ``<ns>-…`` key is spelled.
+
+All keys start with the namespace, so namespaces never meet. Times inside keys
+are epoch milliseconds zero-padded to :data:`DUE_DIGITS` digits, so byte order
+equals time order and a schedule is read with one half-open key range.
+
+* ``<ns>-job-<id>``: a job record;
+* ``<ns>-job-<id>-next``: range of the ids of the continuations waiting for it;
+* ``<ns>-job-<id>-undecodable``: the original bytes of a record that could not
+  be decoded, kept next to the failed record that replaced it;
+* ``<ns>-due-<ms>-<id>``: schedule entry of a delayed or requeued job;
+* ``<ns>-recurring-<id>``: a recurring definition;
+* ``<ns>-recurdue-<ms>-<id>``: the recurring schedule index;
+* ``<ns>-pass-<name>``: which process runs a maintenance pass (a lease).
+
+Names that start with :data:`RESERVED_PREFIX` (queues, topics) are the
+library's own.
+"""
+
+from __future__ import annotations
+
+#: Digits of the zero-padded times in schedule keys (enough until year 33658).
+DUE_DIGITS = 15
+
+#: Queue and topic names starting with this are reserved for later_django.
+RESERVED_PREFIX = "__later"
+
+
+def job_key(namespace: str, job_id: str) -> str:
+    return f"{namespace}-job-{job_id}"
+
+
+def job_key_prefix(namespace: str) -> str:
+    """What every job record key of ``namespace`` starts with (then the job id)."""
+    return f"{namespace}-job-"
+
+
+def children_key(namespace: str, job_id: str) -> str:
+    return f"{namespace}-job-{job_id}-next"
+
+
+def undecodable_key(namespace: str, job_id: str) -> str:
+    return f"{namespace}-job-{job_id}-undecodable"
+
+
+def due_key(namespace: str, due_at_ms: int, job_id: str) -> str:
+    return f"{namespace}-due-{due_at_ms:0{DUE_DIGITS}d}-{job_id}"
+
+
+def due_scan_bounds(namespace: str, now_ms: int) -> tuple[str, str]:
+    """``[start, stop)`` of the schedule entries due at ``now_ms``."""
+    return f"{namespace}-due-", f"{namespace}-due-{now_ms + 1:0{DUE_DIGITS}d}"
+
+
+def job_id_of_due_key(key: str) -> str:
+    return key.rsplit("-", 1)[1]
+
+
+def recurring_key(namespace: str, recurring_id: str) -> str:
+    return f"{namespace}-recurring-{recurring_id}"
+
+
+def recurring_key_bounds(namespace: str) -> tuple[str, str]:
+    """``[start, stop)`` of every recurring definition key: ``-`` sorts before ``.``."""
+    return f"{namespace}-recurring-", f"{namespace}-recurring."
+
+
+def recurring_due_key(namespace: str, next_run_ms: int, recurring_id: str) -> str:
+    return f"{namespace}-recurdue-{next_run_ms:0{DUE_DIGITS}d}-{recurring_id}"
+
+
+def recurring_due_bounds(namespace: str, now_ms: int) -> tuple[str, str]:
+    """``[start, stop)`` of the recurring index keys due at ``now_ms``."""
+    return f"{namespace}-recurdue-", f"{namespace}-recurdue-{now_ms + 1:0{DUE_DIGITS}d}"
+
+
+def parse_recurring_due_key(namespace: str, key: str) -> tuple[int, str]:
+    """``(next run ms, recurring id)`` of a recurring index key."""
+    rest = key[len(f"{namespace}-recurdue-") :]
+    return int(rest[:DUE_DIGITS]), rest[DUE_DIGITS + 1 :]
+
+
+def pass_lease_key(namespace: str, name: str) -> str:
+    return f"{namespace}-pass-{name}"
+
+
+def is_reserved(name: str) -> bool:
+    """True for queue and topic names that belong to later_django itself."""
+    return name.startswith(RESERVED_PREFIX)
