@@ -26,39 +26,22 @@ has one writer at a time and always uses shard 0.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.db import models, router
-
-if TYPE_CHECKING:
-    from later_django.storage.django import DjangoStorage
-    from later_django.storage.queue import SqlDeliveryQueue
 
 NAME_LENGTH = 200
 KEY_LENGTH = 500
 
 
 class LaterManager(models.Manager):
-    """The manager of every later_* model: the ORM for cold paths, and the way in to
-    the storage contract on the manager's database.
+    """The manager of every later_* model: the ORM for cold paths.
 
-    ``JobIndexEntry.objects.storage()`` is the :class:`DjangoStorage` of the
-    database the router picks for writes (``db_manager("alias").storage()`` for
-    another); ``delivery_queue()`` likewise. Hot paths run named SQL there.
+    ``write_alias()`` is the database the router picks for this model's writes
+    (``db_manager("alias")`` picks another); ``storage.stores.stores_for`` of it
+    is the storage there. Hot paths run the storage drivers' named SQL.
     """
 
-    def _write_alias(self) -> str:
+    def write_alias(self) -> str:
         return self._db or router.db_for_write(self.model)
-
-    def storage(self) -> DjangoStorage:
-        from later_django.storage.django import DjangoStorage
-
-        return DjangoStorage(self._write_alias())
-
-    def delivery_queue(self) -> SqlDeliveryQueue:
-        from later_django.storage.queue import SqlDeliveryQueue
-
-        return SqlDeliveryQueue(self._write_alias())
 
 
 class LaterModel(models.Model):

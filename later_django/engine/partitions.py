@@ -29,7 +29,7 @@ a second (:meth:`~later_django.storage.partitions.PartitionStore.materialize_hea
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from later_django.conf import LaterSettings
@@ -42,6 +42,7 @@ from later_django.engine.topics import (
     topic_partitions,
 )
 from later_django.storage.partitions import PartitionStore
+from later_django.storage.stores import stores_for
 
 if TYPE_CHECKING:
     from later_django.engine.enqueue import NewJob
@@ -119,13 +120,12 @@ def allocate_sequences(
     return sequences
 
 
-def write_partition_changes(
-    writes: JobWrites, using: str, *, notify: Callable[[str], bool] | None = None
-) -> None:
+def write_partition_changes(writes: JobWrites, using: str) -> None:
     """Writes the partition changes gathered in ``writes`` (inside the transaction
-    that wrote the records and index rows) and forgets them. ``notify(using)``
-    says whether this transaction still needs the PostgreSQL wake-up."""
-    store = PartitionStore(using)
+    that wrote the records and index rows) and forgets them; new heads wake the
+    listening workers once per transaction."""
+    stores = stores_for(using)
+    store = stores.partitions
     namespace = writes.namespace
     entries, exits, run_at = (
         writes.partition_entries,
@@ -135,7 +135,7 @@ def write_partition_changes(
     touched = writes.partitions_touched
     take_partition_changes(writes)
     if entries:
-        wake = namespace if notify is not None and notify(using) else None
+        wake = namespace if stores.driver.wants_wake_notification() else None
         store.enter(namespace, entries, notify=wake)
     if touched or exits or run_at:
         store.advance(namespace, touched, exits=exits, run_at=run_at)

@@ -1,20 +1,10 @@
 """One transaction's worth of job changes, gathered first and written together.
 
 Every engine operation (enqueue, start a batch, finish a batch, promote due
-jobs) fills a :class:`JobWrites` and calls :func:`commit`, which writes each
-table once for the whole batch, always in the same order so that concurrent
-workers never wait on each other in a circle:
-
-1. delivery rows handed back or acknowledged (``later_delivery_queue``);
-2. records and schedule entries (``later_storage``, ``later_storage_range``);
-3. index rows (``later_jobs_index``; triggers move ``later_stage_counts``);
-4. execution leases (``later_job_execution``);
-5. new delivery rows (publish; triggers move ``later_queue_depth``), with the
-   PostgreSQL wake-up notification in the same statement;
-6. partition rows, then partition heads (``engine.partitions``), in separate
-   statements after the rest.
-
-On PostgreSQL the same parts, in the same order, are one combined statement.
+jobs) fills a :class:`JobWrites` and calls :func:`commit`. The table writes
+become one :class:`~later_django.storage.batch.WriteBatch` (the storage writes
+each table once, in a fixed order); partition rows and heads are written last,
+by :mod:`later_django.engine.partitions`, in the same transaction.
 
 Metrics are handed to the in-memory accumulator only when the transaction
 commits.
@@ -27,22 +17,16 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
-from django.db import connections, transaction
+from django.db import transaction
 
-from later_django.core.clock import now_ms
 from later_django.core.commands import ExecuteJob, encode_command
 from later_django.core.records import JobRecord, encode_record
 from later_django.engine import metrics
-from later_django.storage.combined import CombinedWrite
-from later_django.storage.django import DjangoStorage
+from later_django.storage.batch import WriteBatch
 from later_django.storage.partitions import PartitionEntry
-from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.stores import stores_for
 from later_django.storage.types import (
-    Delete,
     JobIndexChange,
-    JobIndexRemove,
-    JobIndexUpsert,
-    RangeClear,
     Set,
     StorageOperation,
 )
@@ -83,6 +67,8 @@ class JobWrites:
     #: When set, commit() leaves the partition changes in place for the caller to
     #: write later in the same transaction.
     defer_partition_changes: bool = False
+    #: The records of the last batch taken (what ``after_records`` receives).
+    written: list[JobRecord] = field(default_factory=list)
 
     def save(self, record: JobRecord, ttl_seconds: float | None = None) -> None:
         self.records[record.key] = (record, ttl_seconds)
@@ -90,6 +76,31 @@ class JobWrites:
     def publish_job(self, record: JobRecord) -> None:
         payload = encode_command(ExecuteJob(record.job_id, record.task_path))
         self.publishes[(record.queue_name, record.priority, None)].append(payload)
+
+    def take_batch(self) -> WriteBatch:
+        """The table writes gathered so far as a storage batch (records encoded,
+        in key order), forgotten here; ``written`` keeps the records taken."""
+        self.written = [record for record, _ in self.records.values()]
+        operations: list[StorageOperation] = [
+            Set(key, encode_record(record), ttl)
+            for key, (record, ttl) in sorted(self.records.items())
+        ]
+        batch = WriteBatch(
+            self.namespace,
+            owner=self.ack_owner or self.lease_owner or "",
+            acks=self.acks,
+            nacks=self.nacks,
+            operations=operations + self.other_operations,
+            index_changes=self.index_changes,
+            lease_started_at_ms=self.lease_started_at_ms,
+            leases_acquired=self.leases_acquired,
+            leases_released=self.leases_released,
+            publishes=self.publishes,
+        )
+        self.records, self.other_operations, self.index_changes = {}, [], []
+        self.acks, self.nacks, self.publishes = [], [], defaultdict(list)
+        self.leases_acquired, self.leases_released = [], []
+        return batch
 
     def is_empty(self) -> bool:
         return not (
@@ -113,196 +124,41 @@ class JobWrites:
         )
 
 
-def _wants_notification(using: str) -> bool:
-    """True once per transaction: PostgreSQL wakes listeners at commit, so the
-    first publish of a transaction carries the notification and later ones
-    need not (PostgreSQL would fold them anyway)."""
-    connection = connections[using]
-    if connection.vendor != "postgresql":
-        return False
-    if not connection.in_atomic_block:
-        return True
-    if any(callback is _notified_marker for _, callback, _ in connection.run_on_commit):
-        return False
-    transaction.on_commit(_notified_marker, using=using)
-    return True
-
-
-def _notified_marker() -> None:
-    """Registered with ``on_commit`` to mark a transaction that already notifies."""
-
-
 def commit(writes: JobWrites, using: str, *, savepoint: bool = False) -> None:
     """Writes ``writes`` atomically on ``using``, joining the caller's transaction
     (with no savepoint unless asked). Nothing is written when any statement fails.
 
-    PostgreSQL writes the batch as one combined statement (see
-    :mod:`later_django.storage.combined`); outside a transaction that statement is
-    the transaction. SQLite, and batches one statement cannot express, write one
-    statement per table inside a transaction.
+    The table writes go through the storage's batch writer
+    (:mod:`later_django.storage.batch`): one statement where the driver combines
+    them, else one per table. The ``after_records`` hook and the partition
+    changes need a transaction around everything.
     """
     if writes.is_empty():
         return
-    combined = connections[using].vendor == "postgresql" and _combinable(writes)
+    writer = stores_for(using).batch
+    batch = writes.take_batch()
     needs_transaction = (
-        not combined or writes.after_records is not None or writes.has_partition_changes()
+        writer.needs_transaction(batch)
+        or writes.after_records is not None
+        or writes.has_partition_changes()
     )
     with (
         transaction.atomic(using=using, savepoint=savepoint) if needs_transaction else nullcontext()
     ):
-        written = (_write_combined if combined else _write_per_table)(writes, using)
+        written = writes.written
+        writer.write(batch)
         if writes.after_records is not None:
             hook, writes.after_records = writes.after_records, None
             hook(writes, written)
-            if not writes.is_empty():
-                rest = _write_combined if combined and _combinable(writes) else _write_per_table
-                rest(writes, using)
+            writer.write(writes.take_batch())
         if writes.has_partition_changes() and not writes.defer_partition_changes:
             from later_django.engine.partitions import write_partition_changes
 
-            write_partition_changes(writes, using, notify=_wants_notification)
-        batch = writes.metrics
+            write_partition_changes(writes, using)
+        batch_metrics = writes.metrics
         callbacks = list(writes.after_commit)
-        if not batch.is_empty():
+        if not batch_metrics.is_empty():
             namespace = writes.namespace
-            callbacks.insert(0, lambda: metrics.accumulator.add(namespace, using, batch))
+            callbacks.insert(0, lambda: metrics.accumulator.add(namespace, using, batch_metrics))
         for callback in callbacks:
             transaction.on_commit(callback, using=using)
-
-
-def _combinable(writes: JobWrites) -> bool:
-    """Whether one statement can write ``writes``: no hand-backs, only Sets,
-    Deletes and range clears among the other operations, and no job both removed
-    from and written to the index (a statement may not touch a row twice)."""
-    if writes.nacks:
-        return False
-    if any(not isinstance(op, Set | Delete | RangeClear) for op in writes.other_operations):
-        return False
-    removed = {c.job_id for c in writes.index_changes if isinstance(c, JobIndexRemove)}
-    upserted = {c.row.job_id for c in writes.index_changes if isinstance(c, JobIndexUpsert)}
-    return not removed & upserted
-
-
-def _write_combined(writes: JobWrites, using: str) -> list[JobRecord]:
-    """PostgreSQL: everything gathered as one statement, in the table order above."""
-    storage = DjangoStorage(using)
-    queue = SqlDeliveryQueue(using)
-    namespace = writes.namespace
-    statement = CombinedWrite(using)
-    if writes.acks:
-        statement.add(*queue.ack_part(writes.ack_owner or "", writes.acks))
-    written = [record for record, _ in writes.records.values()]
-    sets = [Set(key, encode_record(record), ttl) for key, (record, ttl) in writes.records.items()]
-    sets += [op for op in writes.other_operations if isinstance(op, Set)]
-    if sets:
-        statement.add(*storage.set_many_part(sets, now_ms()))
-    deletes = [op.key for op in writes.other_operations if isinstance(op, Delete)]
-    if deletes:
-        statement.add(*storage.delete_many_part(deletes))
-    cleared = [op.key for op in writes.other_operations if isinstance(op, RangeClear)]
-    if cleared:
-        statement.add(*storage.range_clear_many_part(cleared))
-    removed = [c.job_id for c in writes.index_changes if isinstance(c, JobIndexRemove)]
-    upserted = [c.row for c in writes.index_changes if isinstance(c, JobIndexUpsert)]
-    for part in (
-        storage.job_index_remove_part(namespace, removed),
-        storage.job_index_upsert_part(namespace, upserted),
-    ):
-        if part is not None:
-            statement.add(*part)
-    if writes.leases_acquired:
-        statement.add(
-            *storage.lease_acquire_part(
-                namespace,
-                writes.lease_owner or "",
-                writes.lease_started_at_ms,
-                writes.leases_acquired,
-            )
-        )
-    if writes.leases_released:
-        statement.add(
-            *storage.lease_release_part(namespace, writes.lease_owner or "", writes.leases_released)
-        )
-    for (queue_name, priority, available_at), payloads in _publish_groups(writes):
-        statement.add(*queue.publish_part(namespace, queue_name, payloads, priority, available_at))
-    notify = namespace if writes.publishes and _wants_notification(using) else None
-    _forget_written(writes)
-    statement.execute(notify)
-    return written
-
-
-def _write_per_table(writes: JobWrites, using: str) -> list[JobRecord]:
-    """One statement per table, in the table order above; call inside a transaction."""
-    storage = DjangoStorage(using)
-    queue = SqlDeliveryQueue(using)
-    namespace = writes.namespace
-    if writes.acks:
-        queue.ack(writes.ack_owner or "", sorted(writes.acks))
-    for sequence, delay_ms in writes.nacks:
-        queue.nack(writes.ack_owner or "", [sequence], delay_ms)
-    written = _write_records(storage, writes)
-    if writes.index_changes:
-        storage.apply_with_job_index([], namespace, writes.index_changes, savepoint=False)
-    if writes.leases_acquired:
-        storage.lease_acquire_many(
-            namespace,
-            writes.lease_owner or "",
-            writes.lease_started_at_ms,
-            writes.leases_acquired,
-        )
-    if writes.leases_released:
-        storage.lease_release_many(namespace, writes.lease_owner or "", writes.leases_released)
-    for (queue_name, priority, available_at), payloads in _publish_groups(writes):
-        queue.publish(
-            namespace,
-            queue_name,
-            payloads,
-            priority,
-            available_at,
-            notify=namespace if _wants_notification(using) else None,
-        )
-    _forget_written(writes)
-    return written
-
-
-def _publish_groups(
-    writes: JobWrites,
-) -> list[tuple[tuple[str, int, int | None], list[bytes]]]:
-    """The messages to publish, one group per (queue, priority, available_at), in
-    queue and priority order."""
-    return sorted(writes.publishes.items(), key=lambda item: (item[0][0], item[0][1]))
-
-
-def _forget_written(writes: JobWrites) -> None:
-    """Empties what was written; metrics, callbacks and the hook stay."""
-    writes.records = {}
-    writes.other_operations = []
-    writes.index_changes = []
-    writes.publishes = defaultdict(list)
-    writes.acks = []
-    writes.nacks = []
-    writes.leases_acquired = []
-    writes.leases_released = []
-
-
-def _write_records(storage: DjangoStorage, writes: JobWrites) -> list[JobRecord]:
-    """Writes the records and other operations gathered so far, forgets them, and
-    returns the records written."""
-    operations: list[StorageOperation] = [
-        Set(key, encode_record(record), ttl)
-        for key, (record, ttl) in sorted(writes.records.items())
-    ]
-    operations += writes.other_operations
-    written = [record for record, _ in writes.records.values()]
-    writes.records, writes.other_operations = {}, []
-    storage.apply(_grouped(operations), savepoint=False)
-    return written
-
-
-def _grouped(operations: list[StorageOperation]) -> list[StorageOperation]:
-    """Sets first, then Deletes, then the rest in their order: runs of Sets and of
-    Deletes are one statement each (callers never Set and Delete one key)."""
-    sets = [operation for operation in operations if isinstance(operation, Set)]
-    deletes = [operation for operation in operations if isinstance(operation, Delete)]
-    rest = [operation for operation in operations if not isinstance(operation, Set | Delete)]
-    return sets + deletes + rest

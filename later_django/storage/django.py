@@ -20,15 +20,21 @@ from collections.abc import Sequence
 from django.db import transaction
 
 from later_django.storage.contract import Storage
+from later_django.storage.db import AliasBound
 from later_django.storage.execution import ExecutionStore
 from later_django.storage.job_index import JobIndexStore
 from later_django.storage.kv import KeyValueStore
+from later_django.storage.stores import driver_for
 from later_django.storage.types import JobIndexChange, StorageOperation
 from later_django.storage.upkeep import UpkeepStore
 
 
 class DjangoStorage(KeyValueStore, UpkeepStore, JobIndexStore, ExecutionStore, Storage):
     """The :class:`Storage` contract for SQLite and PostgreSQL on the alias ``using``."""
+
+    def __init__(self, using: str = "default") -> None:
+        AliasBound.__init__(self, using)
+        KeyValueStore.__init__(self, driver_for(using))
 
     def apply_with_job_index(
         self,
@@ -43,4 +49,4 @@ class DjangoStorage(KeyValueStore, UpkeepStore, JobIndexStore, ExecutionStore, S
         record and its dashboard row commit together."""
         with transaction.atomic(using=self.using, savepoint=savepoint):
             self.apply(operations, savepoint=False)
-            self._apply_index_changes(namespace, changes)
+            self.apply_index_changes(namespace, changes)

@@ -175,7 +175,7 @@ class JobIndexStore(AliasBound):
         sql = self._index_sql
         sql.execute("remove", [namespace, sql.list_param(unique)])
 
-    def _apply_index_changes(self, namespace: str, changes: Sequence[JobIndexChange]) -> None:
+    def apply_index_changes(self, namespace: str, changes: Sequence[JobIndexChange]) -> None:
         """Applies ``changes`` as if one after another, in at most two statements.
 
         Every job with a remove is removed (first); the upserts that come after a

@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from django.db import transaction
-
 from later_django.core.clock import now_ms
 from later_django.models import KEY_LENGTH
-from later_django.storage.db import AliasBound, SqlRunner, as_bytes
-from later_django.storage.sql.kv import NEWEST_FIRST_START, OLDEST_FIRST_START, STATEMENTS
+from later_django.storage.driver import Driver, as_bytes
+from later_django.storage.queries.kv import NEWEST_FIRST_START, OLDEST_FIRST_START, KvQueries
 from later_django.storage.types import (
     Delete,
     Expire,
@@ -88,15 +86,12 @@ def expire_at_ms(now: int, ttl_seconds: float | None) -> int | None:
     return now + round(ttl_seconds * 1000)
 
 
-def _postgres_set_params(sets: Sequence[Set], now: int) -> list[Any]:
-    """The parameters of PostgreSQL's ``set_many``: ``now`` and one array per column,
-    in key order (the lock order of concurrent batches)."""
-    ordered = sorted(sets, key=lambda operation: operation.key)
+def set_rows(sets: Sequence[Set], now: int) -> list[dict[str, Any]]:
+    """The rows of ``KvQueries.set_many`` for ``sets`` (distinct keys), in key order
+    (the lock order of concurrent batches)."""
     return [
-        now,
-        [operation.key for operation in ordered],
-        [operation.value for operation in ordered],
-        [expire_at_ms(now, operation.ttl_seconds) for operation in ordered],
+        {"key": op.key, "value": op.value, "date_expire": expire_at_ms(now, op.ttl_seconds)}
+        for op in sorted(sets, key=lambda operation: operation.key)
     ]
 
 
@@ -133,40 +128,51 @@ def _batch_runs(
             yield from run
 
 
-class KeyValueStore(AliasBound):
-    """The key-value and range part of the storage contract, on the alias ``using``."""
+class KeyValueStore:
+    """The key-value and range store, on one driver's connection."""
 
-    @property
-    def _kv_sql(self) -> SqlRunner:
-        return SqlRunner(self.using, STATEMENTS)
+    def __init__(self, driver: Driver) -> None:
+        self._driver = driver
+        self._q = driver.queries(KvQueries)
 
     def get(self, key: str) -> bytes | None:
         """The unexpired value of ``key``, or ``None`` when absent, expired, or a
         counter-only row (one that ``Increment`` created and no ``Set`` gave a value)."""
-        row = self._kv_sql.fetch_one("get", [key, now_ms()])
+        row = self._driver.fetch_one(self._q.get, {"key": key, "now": now_ms()})
         return None if row is None else as_bytes(row[0])
 
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
         """The unexpired values of ``keys`` in one statement; absent, expired and
         counter-only keys are left out."""
-        keys = list(keys)
-        if not keys:
-            return {}
-        runner = self._kv_sql
-        rows = runner.fetch_all("get_many", [runner.list_param(keys), now_ms()])
-        return {key: as_bytes(value) for key, value in rows if value is not None}
+        return self._get_many(self._q.get_many, list(keys))
 
     def get_many_for_update(self, keys: Sequence[str]) -> dict[str, bytes]:
         """``get_many`` that also locks the rows until the transaction ends
         (PostgreSQL ``FOR UPDATE``, in key order; on SQLite the transaction
         already holds the database's write lock). Call it inside ``atomic()``."""
-        keys = sorted(set(keys))
+        return self._get_many(self._q.get_many_for_update, sorted(set(keys)))
+
+    def _get_many(self, sql: str, keys: list[str]) -> dict[str, bytes]:
         if not keys:
             return {}
-        runner = self._kv_sql
-        name = "get_many_for_update" if runner.vendor == "postgresql" else "get_many"
-        rows = runner.fetch_all(name, [runner.list_param(keys), now_ms()])
+        rows = self._driver.fetch_all(sql, {"keys": self._driver.list_param(keys), "now": now_ms()})
         return {key: as_bytes(value) for key, value in rows if value is not None}
+
+    def set(self, key: str, value: bytes) -> None:
+        """Sets a value and clears any previous expiry."""
+        self.apply([Set(key, value)])
+
+    def delete(self, key: str) -> None:
+        """Deletes a value; deleting an absent key succeeds."""
+        self.apply([Delete(key)])
+
+    def exist(self, key: str) -> bool:
+        """Whether an unexpired value exists."""
+        return self.get(key) is not None
+
+    def expire(self, key: str, ttl_seconds: float) -> None:
+        """Sets a time-to-live on an existing value; an absent key is not created."""
+        self.apply([Expire(key, ttl_seconds)])
 
     def apply(self, operations: Sequence[StorageOperation], *, savepoint: bool = True) -> None:
         """Applies ``operations`` in order, atomically: all become visible, or none do.
@@ -197,72 +203,60 @@ class KeyValueStore(AliasBound):
             return
         for operation in operations:
             check_operation(operation)
-        runner = self._kv_sql
         now = now_ms()
-        with (
-            transaction.atomic(using=self.using, savepoint=savepoint),
-            runner.cursor() as cursor,
-        ):
-
-            def run(name: str, params: Sequence[Any]) -> None:
-                cursor.execute(runner.sql(name), params)
-
+        with self._driver.atomic(savepoint=savepoint), self._driver.cursor() as cursor:
             for operation in _batch_runs(operations):
-                match operation:
-                    case SetRun(sets):
-                        self._set_many(runner, sets, now)
-                    case DeleteRun(keys):
-                        run("delete_many", [runner.list_param(keys)])
-                    case Expire(key, ttl_seconds):
-                        run("expire", [expire_at_ms(now, ttl_seconds), key, now])
-                    case Increment(key, by):
-                        run("increment", [key, by, now, now, now, now])
-                    case RangeAdd(key, value, ttl_seconds):
-                        date_expire = expire_at_ms(now, ttl_seconds)
-                        run("range_add", [key, value, date_expire, now])
-                        if cursor.fetchone() is None:
-                            run("range_remove_expired_member", [key, value, now])
-                            run("range_insert", [key, value, date_expire])
-                    case RangeRemove(key, value):
-                        run("range_remove", [key, value])
-                    case RangeClear(key):
-                        run("range_clear", [key])
-                    case RangeExpire(key, ttl_seconds):
-                        run("range_expire", [expire_at_ms(now, ttl_seconds), key, now])
-                    case _:
-                        raise TypeError(
-                            f"apply() got {operation!r}, which is not a storage operation "
-                            f"(one of {_OPERATION_NAMES})"
-                        )
+                self._apply_one(cursor, operation, now)
 
-    # --- parts of a PostgreSQL combined write (see storage.combined) ---
+    def _apply_one(
+        self, cursor: Any, operation: StorageOperation | SetRun | DeleteRun, now: int
+    ) -> None:
+        """One operation (or run of Sets or Deletes) of ``apply`` on ``cursor``."""
+        q = self._q
+        match operation:
+            case SetRun(sets):
+                self._driver.execute_rows(q.set_many, set_rows(sets, now), {"now": now})
+            case DeleteRun(keys):
+                cursor.execute(q.delete_many, {"keys": self._driver.list_param(keys)})
+            case Expire(key, ttl_seconds):
+                expire = expire_at_ms(now, ttl_seconds)
+                cursor.execute(q.expire, {"date_expire": expire, "key": key, "now": now})
+            case Increment(key, by):
+                cursor.execute(q.increment, {"key": key, "by": by, "now": now})
+            case RangeAdd(key, value, ttl_seconds):
+                member = {"key": key, "value": value, "now": now}
+                member["date_expire"] = expire_at_ms(now, ttl_seconds)
+                cursor.execute(q.range_add, member)
+                if cursor.fetchone() is None:
+                    cursor.execute(q.range_remove_expired_member, member)
+                    cursor.execute(q.range_insert, member)
+            case RangeRemove(key, value):
+                cursor.execute(q.range_remove, {"key": key, "value": value})
+            case RangeClear(key):
+                cursor.execute(q.range_clear, {"key": key})
+            case RangeExpire(key, ttl_seconds):
+                expire = expire_at_ms(now, ttl_seconds)
+                cursor.execute(q.range_expire, {"date_expire": expire, "key": key, "now": now})
+            case _:
+                raise TypeError(
+                    f"apply() got {operation!r}, which is not a storage operation "
+                    f"(one of {_OPERATION_NAMES})"
+                )
 
-    def set_many_part(self, sets: Sequence[Set], now: int) -> tuple[str, list[Any]]:
-        """PostgreSQL: the statement and parameters that upsert ``sets`` (distinct keys)."""
-        return self._kv_sql.sql("set_many"), _postgres_set_params(sets, now)
+    # --- parts of a combined write (storage.batch, PostgreSQL) ---
 
-    def delete_many_part(self, keys: Sequence[str]) -> tuple[str, list[Any]]:
-        """PostgreSQL: the statement and parameters that delete ``keys``."""
-        return self._kv_sql.sql("delete_many"), [sorted(set(keys))]
+    def set_many_part(self, sets: Sequence[Set], now: int) -> tuple[str, dict[str, Any]]:
+        """The statement and parameters that upsert ``sets`` (distinct keys)."""
+        return self._driver.rows_part(self._q.set_many, set_rows(sets, now), {"now": now})
 
-    def range_clear_many_part(self, range_keys: Sequence[str]) -> tuple[str, list[Any]]:
-        """PostgreSQL: the statement and parameters that empty the ranges ``range_keys``."""
-        return self._kv_sql.sql("range_clear_many"), [sorted(set(range_keys))]
+    def delete_many_part(self, keys: Sequence[str]) -> tuple[str, dict[str, Any]]:
+        """The statement and parameters that delete ``keys``."""
+        return self._q.delete_many, {"keys": self._driver.list_param(sorted(set(keys)))}
 
-    @staticmethod
-    def _set_many(runner: SqlRunner, sets: list[Set], now: int) -> None:
-        """Upserts every ``Set`` of a run in one statement (SQLite: one per chunk of
-        its bound-variable limit)."""
-        if runner.vendor == "postgresql":
-            runner.execute("set_many", _postgres_set_params(sets, now))
-        else:
-            runner.execute_values(
-                "set_many",
-                [
-                    [operation.key, operation.value, now, expire_at_ms(now, operation.ttl_seconds)]
-                    for operation in sets
-                ],
-            )
+    def range_clear_many_part(self, range_keys: Sequence[str]) -> tuple[str, dict[str, Any]]:
+        """The statement and parameters that empty the ranges ``range_keys``."""
+        keys = self._driver.list_param(sorted(set(range_keys)))
+        return self._q.range_clear_many, {"keys": keys}
 
     def range_page(
         self,
@@ -283,13 +277,19 @@ class KeyValueStore(AliasBound):
         if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
             raise ValueError(f"limit must be a positive integer, got {limit!r}")
         if order is RangeOrder.OLDEST_FIRST:
-            name, start = "range_page_oldest_first", OLDEST_FIRST_START
+            sql, start = self._q.range_page_oldest_first, OLDEST_FIRST_START
         elif order is RangeOrder.NEWEST_FIRST:
-            name, start = "range_page_newest_first", NEWEST_FIRST_START
+            sql, start = self._q.range_page_newest_first, NEWEST_FIRST_START
         else:
             raise ValueError(f"order must be a RangeOrder, got {order!r}")
-        rows = self._kv_sql.fetch_all(
-            name, [key, start if cursor is None else cursor, now_ms(), limit]
+        rows = self._driver.fetch_all(
+            sql,
+            {
+                "key": key,
+                "cursor": start if cursor is None else cursor,
+                "now": now_ms(),
+                "limit": limit,
+            },
         )
         items = [RangeItem(cursor=sequence, value=as_bytes(value)) for sequence, value in rows]
         next_cursor = items[-1].cursor if len(items) == limit else None
@@ -301,11 +301,9 @@ class KeyValueStore(AliasBound):
         keys = list(dict.fromkeys(keys))
         if not keys:
             return {}
-        runner = self._kv_sql
         members: dict[str, list[bytes]] = {}
-        for range_key, value in runner.fetch_all(
-            "range_members_many", [runner.list_param(keys), now_ms()]
-        ):
+        params = {"keys": self._driver.list_param(keys), "now": now_ms()}
+        for range_key, value in self._driver.fetch_all(self._q.range_members_many, params):
             members.setdefault(range_key, []).append(as_bytes(value))
         return members
 
@@ -318,13 +316,14 @@ class KeyValueStore(AliasBound):
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
             raise ValueError(f"limit must be a positive integer, got {limit!r}")
-        rows = self._kv_sql.fetch_all("key_scan", [start, stop, now_ms(), limit])
+        params = {"start": start, "stop": stop, "now": now_ms(), "limit": limit}
+        rows = self._driver.fetch_all(self._q.key_scan, params)
         return [key for (key,) in rows]
 
     def range_count(self, key: str) -> int:
         """The number of unexpired members of range ``key``: a plain read that never
         takes the write lock (expired members are left to the sweep)."""
-        row = self._kv_sql.fetch_one("range_count", [key, now_ms()])
+        row = self._driver.fetch_one(self._q.range_count, {"key": key, "now": now_ms()})
         return int(row[0]) if row else 0
 
     def set_if_absent(self, key: str, value: bytes, ttl_seconds: float | None = None) -> bool:
@@ -338,7 +337,8 @@ class KeyValueStore(AliasBound):
         can be taken again once it lapses.
         """
         now = now_ms()
-        row = self._kv_sql.fetch_one(
-            "set_if_absent", [key, value, now, expire_at_ms(now, ttl_seconds), now]
+        params = {"key": key, "value": value, "now": now}
+        row = self._driver.fetch_one(
+            self._q.set_if_absent, {**params, "date_expire": expire_at_ms(now, ttl_seconds)}
         )
         return row is not None

@@ -23,7 +23,7 @@ from later_django.core.clock import now_ms
 from later_django.core.keys import RESERVED_PREFIX
 from later_django.storage.contract import DeliveryQueue
 from later_django.storage.db import AliasBound, SqlRunner, as_bytes
-from later_django.storage.sql.queue import QUEUE_SQL
+from later_django.storage.sql.queue import QUEUE_SQL, WAKE_CHANNEL
 from later_django.storage.types import ClaimedMessage
 
 #: django.tasks' priority range; higher is claimed first.
@@ -94,6 +94,14 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         return self._sql.sql("publish"), _publish_params(
             namespace, queue_name, payloads, priority, available_at_ms
         )
+
+    def wake_tail(self, namespace: str) -> tuple[str, dict[str, Any]]:
+        """PostgreSQL: the final ``SELECT`` of a combined write that wakes the workers
+        listening on ``WAKE_CHANNEL`` (delivered at commit) for ``namespace``."""
+        return "SELECT pg_notify(%(channel)s, %(namespace)s)", {
+            "channel": WAKE_CHANNEL,
+            "namespace": namespace,
+        }
 
     def ack_part(self, owner: str, sequences: Sequence[int]) -> tuple[str, list[Any]]:
         """PostgreSQL: the statement and parameters of ``ack``."""

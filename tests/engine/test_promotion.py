@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -18,10 +19,10 @@ from later_django.conf import setting_problems
 from later_django.core.clock import now_ms
 from later_django.core.keys import due_scan_bounds
 from later_django.engine.promotion import PROMOTION_BATCH, promote_due
-from later_django.storage.db import SqlRunner
 from later_django.storage.django import DjangoStorage
+from later_django.storage.queries.kv import KvQueries
 from later_django.storage.queue import SqlDeliveryQueue
-from later_django.storage.sql.kv import STATEMENTS
+from later_django.storage.stores import driver_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, row_counts
 
@@ -49,14 +50,15 @@ def wait_until_due(storage: DjangoStorage, count: int) -> None:
 def key_scan_plan(alias: str) -> str | list:
     """The plan of the promotion's key scan: SQLite ``EXPLAIN QUERY PLAN`` details,
     PostgreSQL ``EXPLAIN (ANALYZE, FORMAT JSON)``."""
-    runner = SqlRunner(alias, STATEMENTS)
+    driver = driver_for(alias)
+    key_scan = driver.queries(KvQueries).key_scan
     start, stop = due_scan_bounds(NAMESPACE, now_ms())
-    params = [start, stop, now_ms(), PROMOTION_BATCH]
-    with connections[alias].cursor() as cursor:
-        if runner.vendor == "sqlite":
-            cursor.execute("EXPLAIN QUERY PLAN " + runner.sql("key_scan"), params)
+    params = {"start": start, "stop": stop, "now": now_ms(), "limit": PROMOTION_BATCH}
+    with driver.cursor() as cursor:
+        if driver.vendor == "sqlite":
+            cursor.execute("EXPLAIN QUERY PLAN " + key_scan, params)
             return " | ".join(row[-1] for row in cursor.fetchall())
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + runner.sql("key_scan"), params)
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + key_scan, params)
         plan = cursor.fetchone()[0]
         return json.loads(plan) if isinstance(plan, str) else plan
 
@@ -117,10 +119,10 @@ def test_promotion_reads_only_the_due_jobs_among_100_000_scheduled_later(
 
     # Statements with their parameters: PostgreSQL binds them on the server, so
     # the SQL text alone does not show them.
-    statements: list[tuple[str, list]] = []
+    statements: list[tuple[str, Any]] = []
 
     def capture(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        statements.append((sql, list(params or [])))
+        statements.append((sql, params))
         return execute(sql, params, many, context)
 
     with connections[engine_db].execute_wrapper(capture):
@@ -133,14 +135,15 @@ def test_promotion_reads_only_the_due_jobs_among_100_000_scheduled_later(
         if "ORDER BY key LIMIT" in sql and "later_storage" in sql
     ]
     assert len(scans) == 1, [sql[:120] for sql, _ in statements]
-    assert scans[0][1][-1] == PROMOTION_BATCH, scans[0]
+    assert scans[0][1]["limit"] == PROMOTION_BATCH, scans[0]
     # The records read (and locked) are those of the due jobs alone.
     [(_, read_params)] = [
         (sql, params)
         for sql, params in statements
         if sql.startswith("SELECT key, value FROM later_storage")
     ]
-    keys = read_params[0] if isinstance(read_params[0], list) else json.loads(read_params[0])
+    bound = read_params["keys"]
+    keys = bound if isinstance(bound, list) else json.loads(bound)
     assert sorted(keys) == sorted(f"{NAMESPACE}-job-{job.id}" for job in due), keys
     assert all(result(job.id).status == TaskResultStatus.READY for job in due)
     assert storage.job_index_stage_counts(NAMESPACE) == {

@@ -505,7 +505,7 @@ def test_index_changes_apply_as_if_one_after_another_in_two_statements(db_alias:
         JobIndexUpsert(row("back", "delayed", revision=0)),
     ]
     with CaptureQueriesContext(connections[db_alias]) as captured:
-        store._apply_index_changes("ns", changes)
+        store.apply_index_changes("ns", changes)
 
     writes = [q for q in captured.captured_queries if q["sql"].startswith(("INSERT", "DELETE"))]
     assert len(writes) == 2

@@ -9,6 +9,7 @@ from django.db import DatabaseError, connections, transaction
 
 from later_django.core.clock import now_ms
 from later_django.storage.kv import KeyValueStore
+from later_django.storage.stores import stores_for
 from later_django.storage.types import (
     Delete,
     Expire,
@@ -78,17 +79,17 @@ def walk(store: KeyValueStore, key: str, order: RangeOrder, limit: int) -> list[
 
 
 def test_get_of_an_absent_key_is_none(db_alias: str) -> None:
-    assert KeyValueStore(db_alias).get("missing") is None
+    assert stores_for(db_alias).kv.get("missing") is None
 
 
 def test_set_then_get_returns_the_bytes(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Set("k", b"\x00binary\xff")])
     assert store.get("k") == b"\x00binary\xff"
 
 
 def test_set_replaces_the_value_and_clears_a_previous_expiry(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Set("k", b"one", ttl_seconds=60)])
     assert stored_row(db_alias, "k")[2] is not None
     store.apply([Set("k", b"two")])
@@ -97,7 +98,7 @@ def test_set_replaces_the_value_and_clears_a_previous_expiry(db_alias: str) -> N
 
 
 def test_set_with_ttl_expires_the_value_at_now_plus_ttl(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     before = now_ms()
     store.apply([Set("k", b"v", ttl_seconds=30)])
     date_expire = stored_row(db_alias, "k")[2]
@@ -105,7 +106,7 @@ def test_set_with_ttl_expires_the_value_at_now_plus_ttl(db_alias: str) -> None:
 
 
 def test_set_records_date_updated_only_when_it_replaces_a_value(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Set("k", b"one")])
     select = "SELECT date_created, date_updated FROM later_storage WHERE key = %s"
     with connections[db_alias].cursor() as cursor:
@@ -118,7 +119,7 @@ def test_set_records_date_updated_only_when_it_replaces_a_value(db_alias: str) -
 
 
 def test_delete_removes_a_key_and_deleting_an_absent_key_succeeds(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Set("k", b"v")])
     store.apply([Delete("k"), Delete("never-there")])
     assert store.get("k") is None
@@ -126,7 +127,7 @@ def test_delete_removes_a_key_and_deleting_an_absent_key_succeeds(db_alias: str)
 
 
 def test_expire_sets_a_ttl_on_an_existing_key(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Set("k", b"v")])
     store.apply([Expire("k", 60)])
     assert store.get("k") == b"v"
@@ -134,19 +135,19 @@ def test_expire_sets_a_ttl_on_an_existing_key(db_alias: str) -> None:
 
 
 def test_expire_with_zero_ttl_makes_the_value_absent_at_once(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Set("k", b"v")])
     store.apply([Expire("k", 0)])
     assert store.get("k") is None
 
 
 def test_expire_of_an_absent_key_does_not_create_it(db_alias: str) -> None:
-    KeyValueStore(db_alias).apply([Expire("ghost", 60)])
+    stores_for(db_alias).kv.apply([Expire("ghost", 60)])
     assert stored_row(db_alias, "ghost") is None
 
 
 def test_expired_value_reads_as_absent_in_get_and_get_many(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Set("old", b"1"), Set("live", b"2")])
     expire_value_now(db_alias, "old")
     assert store.get("old") is None
@@ -154,21 +155,21 @@ def test_expired_value_reads_as_absent_in_get_and_get_many(db_alias: str) -> Non
 
 
 def test_get_many_returns_present_keys_and_leaves_out_absent_ones(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Set("a", b"1"), Set("b", b"2"), Set("c", b"3")])
     assert store.get_many(["a", "c", "missing"]) == {"a": b"1", "c": b"3"}
     assert store.get_many([]) == {}
 
 
 def test_get_many_handles_keys_with_quotes_and_unicode(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     keys = ['quote"d', "it's", "ünïcødé", "back\\slash"]
     store.apply([Set(key, key.encode()) for key in keys])
     assert store.get_many(keys) == {key: key.encode() for key in keys}
 
 
 def test_increment_creates_a_never_expiring_counter_and_adds_to_it(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Increment("hits")])
     store.apply([Increment("hits", 4), Increment("hits", -2)])
     value, counter, date_expire = stored_row(db_alias, "hits")
@@ -177,7 +178,7 @@ def test_increment_creates_a_never_expiring_counter_and_adds_to_it(db_alias: str
 
 
 def test_increment_of_an_expired_key_starts_the_counter_again(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Increment("hits", 5), Expire("hits", 60)])
     expire_value_now(db_alias, "hits")
     store.apply([Increment("hits", 2)])
@@ -188,7 +189,7 @@ def test_increment_of_an_expired_key_starts_the_counter_again(db_alias: str) -> 
 
 
 def test_apply_leaves_nothing_behind_when_a_later_operation_fails(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Set("kept", b"before")])
     with pytest.raises(DATABASE_FAILURE):
         # A range member may not be NULL: the database refuses the third operation.
@@ -201,7 +202,7 @@ def test_apply_leaves_nothing_behind_when_a_later_operation_fails(db_alias: str)
 def test_apply_rejects_an_object_that_is_not_an_operation_and_writes_nothing(
     db_alias: str,
 ) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     with pytest.raises(TypeError, match="not a storage operation"):
         store.apply([Set("new", b"v"), ("Set", "other", b"v")])
     assert store.get("new") is None
@@ -210,7 +211,7 @@ def test_apply_rejects_an_object_that_is_not_an_operation_and_writes_nothing(
 def test_apply_inside_an_outer_transaction_rolls_back_only_its_own_batch(
     db_alias: str,
 ) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     with transaction.atomic(using=db_alias):
         store.apply([Set("outer", b"1")])
         with pytest.raises(DATABASE_FAILURE):
@@ -222,7 +223,7 @@ def test_apply_inside_an_outer_transaction_rolls_back_only_its_own_batch(
 
 
 def test_apply_inside_an_outer_transaction_rolls_back_with_it(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     with pytest.raises(RuntimeError), transaction.atomic(using=db_alias):
         store.apply([Set("k", b"v"), RangeAdd("r", b"m")])
         raise RuntimeError("the caller's own work failed")
@@ -231,7 +232,7 @@ def test_apply_inside_an_outer_transaction_rolls_back_with_it(db_alias: str) -> 
 
 
 def test_apply_of_an_empty_batch_does_nothing(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([])
     assert store.get_many(["anything"]) == {}
 
@@ -240,14 +241,14 @@ def test_apply_of_an_empty_batch_does_nothing(db_alias: str) -> None:
 
 
 def test_set_if_absent_creates_once_and_leaves_a_live_value_untouched(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     assert store.set_if_absent("k", b"first") is True
     assert store.set_if_absent("k", b"second") is False
     assert store.get("k") == b"first"
 
 
 def test_set_if_absent_replaces_an_expired_value(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Set("k", b"stale", ttl_seconds=60), Increment("k", 3)])
     expire_value_now(db_alias, "k")
     assert store.set_if_absent("k", b"fresh") is True
@@ -255,7 +256,7 @@ def test_set_if_absent_replaces_an_expired_value(db_alias: str) -> None:
 
 
 def test_set_if_absent_with_ttl_is_a_lease_taken_again_after_it_lapses(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     assert store.set_if_absent("lease", b"worker-1", ttl_seconds=60) is True
     assert stored_row(db_alias, "lease")[2] > now_ms()
     assert store.set_if_absent("lease", b"worker-2", ttl_seconds=60) is False
@@ -271,7 +272,7 @@ def _race_set_if_absent(db_alias: str, key: str, threads: int) -> list[bool]:
 
     def contend(number: int) -> None:
         try:
-            store = KeyValueStore(db_alias)
+            store = stores_for(db_alias).kv
             barrier.wait(timeout=30)
             results.append(store.set_if_absent(key, f"thread-{number}".encode(), 60))
         except BaseException as error:
@@ -292,14 +293,14 @@ def test_set_if_absent_from_concurrent_threads_lets_exactly_one_win(db_alias: st
     results = _race_set_if_absent(db_alias, "contended", threads=8)
     assert len(results) == 8
     assert results.count(True) == 1
-    winner = KeyValueStore(db_alias).get("contended")
+    winner = stores_for(db_alias).kv.get("contended")
     assert winner is not None and winner.startswith(b"thread-")
 
 
 def test_set_if_absent_from_concurrent_threads_takes_a_lapsed_lease_exactly_once(
     db_alias: str,
 ) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.set_if_absent("contended", b"old-owner", ttl_seconds=60)
     expire_value_now(db_alias, "contended")
     results = _race_set_if_absent(db_alias, "contended", threads=8)
@@ -311,7 +312,7 @@ def test_set_if_absent_from_concurrent_threads_takes_a_lapsed_lease_exactly_once
 
 
 def test_range_pages_walk_every_member_oldest_first(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     members = [f"m{n:02}".encode() for n in range(25)]
     store.apply([RangeAdd("r", member) for member in members])
     pages = walk(store, "r", RangeOrder.OLDEST_FIRST, limit=10)
@@ -320,7 +321,7 @@ def test_range_pages_walk_every_member_oldest_first(db_alias: str) -> None:
 
 
 def test_range_pages_walk_every_member_newest_first(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     members = [f"m{n:02}".encode() for n in range(25)]
     store.apply([RangeAdd("r", member) for member in members])
     pages = walk(store, "r", RangeOrder.NEWEST_FIRST, limit=10)
@@ -329,7 +330,7 @@ def test_range_pages_walk_every_member_newest_first(db_alias: str) -> None:
 
 
 def test_range_page_next_cursor_is_none_only_on_a_short_page(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([RangeAdd("r", f"m{n}".encode()) for n in range(4)])
     full = store.range_page("r", limit=2)
     assert full.next_cursor == full.items[-1].cursor
@@ -341,7 +342,7 @@ def test_range_page_next_cursor_is_none_only_on_a_short_page(db_alias: str) -> N
 
 
 def test_members_added_during_an_oldest_first_walk_come_after_it(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([RangeAdd("r", f"a{n}".encode()) for n in range(6)])
     first = store.range_page("r", limit=4)
     store.apply([RangeAdd("r", b"late-1"), RangeAdd("r", b"late-2")])
@@ -354,7 +355,7 @@ def test_members_added_during_an_oldest_first_walk_come_after_it(db_alias: str) 
 def test_members_added_during_a_newest_first_walk_do_not_shift_its_pages(
     db_alias: str,
 ) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([RangeAdd("r", f"a{n}".encode()) for n in range(6)])
     first = store.range_page("r", limit=4, order=RangeOrder.NEWEST_FIRST)
     store.apply([RangeAdd("r", b"late")])
@@ -365,7 +366,7 @@ def test_members_added_during_a_newest_first_walk_do_not_shift_its_pages(
 
 
 def test_range_add_of_an_existing_member_keeps_its_cursor(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([RangeAdd("r", b"x"), RangeAdd("r", b"y")])
     before = member_cursors(store, "r")
     store.apply([RangeAdd("r", b"x")])
@@ -374,7 +375,7 @@ def test_range_add_of_an_existing_member_keeps_its_cursor(db_alias: str) -> None
 
 
 def test_range_add_with_ttl_sets_and_without_clears_the_member_expiry(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     select = "SELECT date_expire FROM later_storage_range WHERE range_key = %s AND value = %s"
     with connections[db_alias].cursor() as cursor:
         store.apply([RangeAdd("r", b"x", ttl_seconds=60)])
@@ -386,7 +387,7 @@ def test_range_add_with_ttl_sets_and_without_clears_the_member_expiry(db_alias: 
 
 
 def test_range_add_of_an_expired_member_adds_it_again_at_the_end(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([RangeAdd("r", b"x"), RangeAdd("r", b"y")])
     expire_member_now(db_alias, "r", b"x")
     store.apply([RangeAdd("r", b"x")])
@@ -396,20 +397,20 @@ def test_range_add_of_an_expired_member_adds_it_again_at_the_end(db_alias: str) 
 
 
 def test_the_same_member_in_two_ranges_is_two_members(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([RangeAdd("r1", b"x"), RangeAdd("r2", b"x")])
     assert (store.range_count("r1"), store.range_count("r2")) == (1, 1)
 
 
 def test_range_remove_removes_one_member_and_absent_members_are_fine(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([RangeAdd("r", b"x"), RangeAdd("r", b"y")])
     store.apply([RangeRemove("r", b"x"), RangeRemove("r", b"never"), RangeRemove("none", b"x")])
     assert [item.value for item in store.range_page("r").items] == [b"y"]
 
 
 def test_range_clear_removes_every_member_of_that_range_only(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([RangeAdd("r", b"x"), RangeAdd("r", b"y"), RangeAdd("other", b"x")])
     store.apply([RangeClear("r")])
     assert store.range_count("r") == 0
@@ -417,7 +418,7 @@ def test_range_clear_removes_every_member_of_that_range_only(db_alias: str) -> N
 
 
 def test_range_expire_sets_a_ttl_on_every_current_member(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([RangeAdd("r", b"x"), RangeAdd("r", b"y"), RangeAdd("other", b"z")])
     store.apply([RangeExpire("r", 60)])
     with connections[db_alias].cursor() as cursor:
@@ -432,7 +433,7 @@ def test_range_expire_sets_a_ttl_on_every_current_member(db_alias: str) -> None:
 
 
 def test_expired_members_read_as_absent_in_range_page_and_range_count(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([RangeAdd("r", f"m{n}".encode()) for n in range(5)])
     expire_member_now(db_alias, "r", b"m1")
     expire_member_now(db_alias, "r", b"m3")
@@ -449,7 +450,7 @@ def test_range_page_refuses_a_limit_that_is_not_a_positive_integer(
     db_alias: str, limit: object
 ) -> None:
     with pytest.raises(ValueError, match="limit"):
-        KeyValueStore(db_alias).range_page("r", limit=limit)
+        stores_for(db_alias).kv.range_page("r", limit=limit)
 
 
 @pytest.mark.parametrize(
@@ -464,7 +465,7 @@ def test_range_page_refuses_a_limit_that_is_not_a_positive_integer(
 def test_an_operation_with_a_bad_key_or_value_is_refused_by_name_and_writes_nothing(
     db_alias: str, operation, error, named
 ) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     with pytest.raises(error, match=named):
         store.apply([Set("written-first", b"v"), operation])
     assert store.get("written-first") is None
@@ -473,7 +474,7 @@ def test_an_operation_with_a_bad_key_or_value_is_refused_by_name_and_writes_noth
 def test_a_run_of_sets_is_one_statement_and_the_last_set_of_a_key_wins(db_alias: str) -> None:
     from django.test.utils import CaptureQueriesContext
 
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     operations = [Set(f"job-{n:03}", b"first", ttl_seconds=60) for n in range(50)]
     operations.append(Set("job-007", b"last"))
     with CaptureQueriesContext(connections[db_alias]) as captured:
@@ -487,7 +488,7 @@ def test_a_run_of_sets_is_one_statement_and_the_last_set_of_a_key_wins(db_alias:
 
 
 def test_runs_of_sets_and_deletes_keep_the_order_of_the_operations(db_alias: str) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     store.apply([Set("a", b"1"), Set("b", b"1"), Set("c", b"1")])
     store.apply(
         [
@@ -505,7 +506,7 @@ def test_runs_of_sets_and_deletes_keep_the_order_of_the_operations(db_alias: str
 def test_apply_without_a_savepoint_dooms_the_callers_transaction_on_failure(
     db_alias: str,
 ) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     with pytest.raises(transaction.TransactionManagementError), transaction.atomic(using=db_alias):
         store.apply([Set("outer", b"1")], savepoint=False)
         with pytest.raises(DATABASE_FAILURE):
@@ -518,7 +519,7 @@ def test_apply_without_a_savepoint_dooms_the_callers_transaction_on_failure(
 def test_apply_without_a_savepoint_commits_with_the_callers_transaction(db_alias: str) -> None:
     from django.test.utils import CaptureQueriesContext
 
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     with (
         CaptureQueriesContext(connections[db_alias]) as captured,
         transaction.atomic(using=db_alias),

@@ -14,8 +14,8 @@ from django.db import connections, transaction
 from later_django.core.clock import now_ms
 from later_django.storage import upkeep
 from later_django.storage.db import Statements
-from later_django.storage.kv import KeyValueStore
 from later_django.storage.sql import upkeep as sql_upkeep
+from later_django.storage.stores import stores_for
 from later_django.storage.types import Increment, RangeAdd, Set, WalCheckpoint
 from later_django.storage.upkeep import UpkeepStore
 
@@ -37,7 +37,7 @@ def expire_everything_now(db_alias: str, like: str) -> None:
 
 def write_megabytes(db_alias: str, megabytes: int, prefix: str) -> None:
     """Random (incompressible) 64 KiB values, so the database really grows."""
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     for number in range(megabytes * 16):
         store.apply([Set(f"{prefix}-{number}", os.urandom(64 * 1024))])
 
@@ -55,7 +55,7 @@ def wal_size(db_alias: str) -> int:
 
 
 def write_some(db_alias: str, count: int) -> None:
-    store = KeyValueStore(db_alias)
+    store = stores_for(db_alias).kv
     for number in range(count):
         store.apply([Set(f"wal-key-{number}", bytes([7]) * 2_000)])
 
@@ -96,7 +96,7 @@ def test_total_db_size_is_positive_and_grows_after_writing_megabytes(db_alias: s
 
 
 def test_sweep_removes_at_most_limit_rows_across_both_tables(db_alias: str) -> None:
-    kv = KeyValueStore(db_alias)
+    kv = stores_for(db_alias).kv
     kv.apply(
         [Set(f"old-{n}", b"v") for n in range(7)]
         + [RangeAdd("old-range", f"m{n}".encode()) for n in range(7)]
@@ -112,7 +112,7 @@ def test_sweep_removes_at_most_limit_rows_across_both_tables(db_alias: str) -> N
 
 
 def test_sweep_never_removes_unexpired_rows(db_alias: str) -> None:
-    kv = KeyValueStore(db_alias)
+    kv = stores_for(db_alias).kv
     kv.apply(
         [
             Set("old", b"v"),
@@ -134,7 +134,7 @@ def test_sweep_never_removes_unexpired_rows(db_alias: str) -> None:
 
 
 def test_sweeping_in_a_loop_removes_every_expired_row(db_alias: str) -> None:
-    kv = KeyValueStore(db_alias)
+    kv = stores_for(db_alias).kv
     kv.apply(
         [Set(f"old-{n}", b"v") for n in range(30)]
         + [RangeAdd(f"old-range-{n % 3}", f"m{n}".encode()) for n in range(40)]
@@ -148,7 +148,7 @@ def test_sweeping_in_a_loop_removes_every_expired_row(db_alias: str) -> None:
 
 
 def test_sweep_with_limit_zero_removes_nothing(db_alias: str) -> None:
-    KeyValueStore(db_alias).apply([Set("old", b"v")])
+    stores_for(db_alias).kv.apply([Set("old", b"v")])
     expire_everything_now(db_alias, "old")
     store = UpkeepStore(db_alias)
     assert store.sweep_expired(0) == 0
@@ -189,10 +189,10 @@ def test_vacuum_inside_a_transaction_is_refused_on_sqlite(sqlite_alias: str) -> 
 
 
 def test_vacuum_does_nothing_on_postgresql(postgres_alias: str) -> None:
-    KeyValueStore(postgres_alias).apply([Set("k", b"v")])
+    stores_for(postgres_alias).kv.apply([Set("k", b"v")])
     with transaction.atomic(using=postgres_alias):
         UpkeepStore(postgres_alias).vacuum()
-    assert KeyValueStore(postgres_alias).get("k") == b"v"
+    assert stores_for(postgres_alias).kv.get("k") == b"v"
 
 
 # --- WAL checkpoints ---

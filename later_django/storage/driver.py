@@ -1,0 +1,183 @@
+"""``Driver``: how later_django's statements run on one database vendor.
+
+A store (``kv``, ``index``, ``queue``, ...) holds the logic that is the same on
+every database and asks its driver for two things: the vendor's statements
+(``driver.queries(KvQueries)``: the vendor's subclass of the store's query
+class) and the few operations whose shape differs per vendor (binding a list,
+writing many rows at once, the write lock of a transaction). Vendor-specific
+code lives in ``storage/postgres/`` and ``storage/sqlite/``; the one place that
+looks at ``connection.vendor`` is :func:`later_django.storage.stores.driver_for`.
+
+Every statement uses named parameters (``%(name)s``): a name bound once may
+appear several times, and nothing is built from values. The only SQL text
+composed at run time repeats a fixed group of placeholders (SQLite's multi-row
+``VALUES``) or prefixes placeholder names (PostgreSQL's combined write).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence, Set
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+Params = Mapping[str, Any]
+Row = tuple[Any, ...]
+Q = TypeVar("Q")
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+VALUES_MARKER = "{values}"
+
+
+@dataclass(frozen=True)
+class RowsStatement:
+    """A statement that writes many rows in one round trip.
+
+    PostgreSQL: ``sql`` reads one array parameter per row field (``%(key)s``
+    is the list of every row's ``key``), typically through ``unnest``.
+    SQLite: ``sql`` contains ``{values}``, replaced by one copy of ``row`` (a
+    group of ``%(field)s`` placeholders) per row. Parameters outside the rows
+    (``now``, ``namespace``) are passed once as ``shared``.
+    """
+
+    sql: str
+    row: str = ""
+
+
+def placeholder_names(sql: str) -> list[str]:
+    """The distinct parameter names of ``sql``, in order of first use."""
+    return list(dict.fromkeys(_PLACEHOLDER.findall(sql)))
+
+
+def prefix_placeholders(sql: str, prefix: str, keep: Set[str] = frozenset()) -> str:
+    """``sql`` with every ``%(name)s`` not in ``keep`` renamed ``%(<prefix>name)s``:
+    how statements with clashing names are joined into one (a fixed rewrite of
+    fixed text, never of values)."""
+
+    def rename(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return match.group(0) if name in keep else f"%({prefix}{name})s"
+
+    return _PLACEHOLDER.sub(rename, sql)
+
+
+class Driver:
+    """Runs statements on the Django connection of the alias ``using``.
+
+    Contract shared by every driver: each call joins the caller's transaction
+    when there is one and autocommits otherwise; database errors surface as
+    ``django.db`` exceptions (the cursor is Django's wrapper, so query logging
+    and ``execute_wrapper`` hooks apply).
+    """
+
+    #: Django's ``connection.vendor`` this driver serves.
+    vendor: ClassVar[str] = ""
+    #: Store query class -> this vendor's subclass of it.
+    query_classes: ClassVar[dict[type, type]] = {}
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.using!r})"
+
+    @property
+    def connection(self) -> BaseDatabaseWrapper:
+        return connections[self.using]
+
+    @classmethod
+    def register(cls, queries: type[Q]) -> type[Q]:
+        """Class decorator of a vendor's query class: registers it as this driver's
+        statements for its direct base (the store's query class)."""
+        cls.query_classes[queries.__bases__[0]] = queries  # type: ignore[index]
+        return queries
+
+    def queries(self, base: type[Q]) -> Q:
+        """This vendor's statements of a store: the registered subclass of ``base``."""
+        try:
+            return self.query_classes[base]()  # type: ignore[no-any-return]
+        except KeyError:
+            raise LookupError(
+                f"the {self.vendor} driver has no statements for {base.__qualname__}"
+            ) from None
+
+    # --- running statements ---
+
+    def cursor(self) -> Any:
+        """A cursor of the connection for later_django's statements."""
+        return self.connection.cursor()
+
+    def execute(self, sql: str, params: Params | None = None) -> int:
+        """Runs one statement; returns the number of rows it changed."""
+        with self.cursor() as cursor:
+            cursor.execute(sql, params or {})
+            return int(cursor.rowcount)
+
+    def fetch_all(self, sql: str, params: Params | None = None) -> list[Row]:
+        with self.cursor() as cursor:
+            cursor.execute(sql, params or {})
+            return list(cursor.fetchall())
+
+    def fetch_one(self, sql: str, params: Params | None = None) -> Row | None:
+        with self.cursor() as cursor:
+            cursor.execute(sql, params or {})
+            row = cursor.fetchone()
+            return None if row is None else tuple(row)
+
+    def execute_rows(
+        self,
+        statement: RowsStatement,
+        rows: Sequence[Params],
+        shared: Params | None = None,
+        *,
+        returning: bool = False,
+    ) -> list[Row]:
+        """Writes ``rows`` (every row a mapping with the same fields) with
+        ``statement`` in as few round trips as the vendor allows; with
+        ``returning`` the rows the statement returns. Nothing happens for no rows."""
+        raise NotImplementedError
+
+    def rows_part(
+        self, statement: RowsStatement, rows: Sequence[Params], shared: Params | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """The statement and parameters that write ``rows`` in one statement, for
+        drivers that combine statements (PostgreSQL); others raise."""
+        raise NotImplementedError(f"the {self.vendor} driver does not combine statements")
+
+    # --- vendor shapes ---
+
+    def list_param(self, values: Sequence[Any]) -> Any:
+        """One bound parameter holding a variable-length list (an array on
+        PostgreSQL, a JSON array on SQLite); the statements read it accordingly."""
+        raise NotImplementedError
+
+    def write_transaction(self) -> AbstractContextManager[None]:
+        """What a statement that must hold the database's write lock runs in:
+        SQLite's ``BEGIN IMMEDIATE`` transaction (a savepoint inside the caller's);
+        nothing on PostgreSQL, whose single statements lock their own rows."""
+        raise NotImplementedError
+
+    @contextmanager
+    def atomic(self, *, savepoint: bool = True) -> Iterator[None]:
+        """``transaction.atomic`` on this driver's alias."""
+        with transaction.atomic(using=self.using, savepoint=savepoint):
+            yield
+
+    @property
+    def combines_statements(self) -> bool:
+        """Whether a batch's writes to several tables may run as one statement."""
+        return False
+
+    def wants_wake_notification(self) -> bool:
+        """Whether a write that publishes messages should also wake the listening
+        workers (``LISTEN``); drivers without notifications say no."""
+        return False
+
+
+def as_bytes(value: Any) -> Any:
+    """Blob columns come back as ``bytes`` (SQLite) or ``memoryview`` (PostgreSQL)."""
+    return bytes(value) if value is not None else value

@@ -1,0 +1,90 @@
+"""The PostgreSQL driver: server-side binding, arrays, one statement per batch.
+
+Statements run on a psycopg ``Cursor`` (server-side parameter binding) of
+Django's connection instead of Django's default ``ClientCursor``: a batch's
+arrays of ids and MessagePack blobs travel as binary parameters rather than
+literals the server must parse (about 0.2 ms less per statement measured
+here). It is the same connection and transaction, wrapped like any Django
+cursor. Lists bind as arrays (read with ``= ANY(%(name)s)``); many rows bind
+as one array per field (read with ``unnest``); a batch's writes to several
+tables may run as one ``WITH`` statement (:mod:`later_django.storage.batch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, ClassVar
+
+import psycopg
+from django.db import transaction
+
+from later_django.storage.driver import Driver, Params, Row, RowsStatement
+
+
+def _columns(rows: Sequence[Params], shared: Params | None) -> dict[str, Any]:
+    """``shared`` plus one list per row field (the rows transposed)."""
+    params = dict(shared or {})
+    for field in rows[0]:
+        params[field] = [row[field] for row in rows]
+    return params
+
+
+class PostgresDriver(Driver):
+    vendor: ClassVar[str] = "postgresql"
+    #: Filled by later_django.storage.postgres.queries (imported by stores.py).
+    query_classes: ClassVar[dict[type, type]] = {}
+
+    def cursor(self) -> Any:
+        connection = self.connection
+        connection.close_if_health_check_failed()
+        connection.ensure_connection()
+        with connection.wrap_database_errors:
+            return connection._prepare_cursor(psycopg.Cursor(connection.connection))
+
+    def execute_rows(
+        self,
+        statement: RowsStatement,
+        rows: Sequence[Params],
+        shared: Params | None = None,
+        *,
+        returning: bool = False,
+    ) -> list[Row]:
+        if not rows:
+            return []
+        with self.cursor() as cursor:
+            cursor.execute(statement.sql, _columns(rows, shared))
+            return [tuple(row) for row in cursor.fetchall()] if returning else []
+
+    def rows_part(
+        self, statement: RowsStatement, rows: Sequence[Params], shared: Params | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        return statement.sql, _columns(rows, shared)
+
+    def list_param(self, values: Sequence[Any]) -> Any:
+        return list(values)
+
+    def write_transaction(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    @property
+    def combines_statements(self) -> bool:
+        return True
+
+    def wants_wake_notification(self) -> bool:
+        """True once per transaction: PostgreSQL delivers notifications at commit
+        and folds identical ones, so the first publish of a transaction carries
+        the wake-up and later ones need not. A marker callback registered with
+        ``on_commit`` records that this transaction already notifies; it is
+        discarded with the transaction (or savepoint) that rolls back."""
+        connection = self.connection
+        if not connection.in_atomic_block:
+            return True
+        if any(callback is _notified_marker for _, callback, _ in connection.run_on_commit):
+            return False
+        transaction.on_commit(_notified_marker, using=self.using)
+        return True
+
+
+def _notified_marker() -> None:
+    """Registered with ``on_commit`` to mark a transaction that already notifies."""

@@ -1,0 +1,27 @@
+"""PostgreSQL statements of ``later_storage``: lists as arrays, rows via ``unnest``."""
+
+from __future__ import annotations
+
+from later_django.storage.driver import RowsStatement
+from later_django.storage.postgres import PostgresDriver
+from later_django.storage.queries.kv import LIVE, SET_CONFLICT, SET_INTO, KvQueries
+
+
+@PostgresDriver.register
+class PostgresKvQueries(KvQueries):
+    get_many = "SELECT key, value FROM later_storage WHERE key = ANY(%(keys)s) AND " + LIVE
+    get_many_for_update = (
+        "SELECT key, value FROM later_storage WHERE key = ANY(%(keys)s) AND " + LIVE + " "
+        "ORDER BY key FOR UPDATE"
+    )
+    delete_many = "DELETE FROM later_storage WHERE key = ANY(%(keys)s)"
+    range_clear_many = "DELETE FROM later_storage_range WHERE range_key = ANY(%(keys)s)"
+    range_members_many = (
+        "SELECT range_key, value FROM later_storage_range "
+        "WHERE range_key = ANY(%(keys)s) AND " + LIVE + " ORDER BY range_key, sequence"
+    )
+    set_many = RowsStatement(
+        SET_INTO + "SELECT batch.key, batch.value, NULL, %(now)s, NULL, batch.date_expire "
+        "FROM unnest(%(key)s::varchar[], %(value)s::bytea[], %(date_expire)s::bigint[]) "
+        "AS batch(key, value, date_expire) ORDER BY batch.key" + SET_CONFLICT
+    )

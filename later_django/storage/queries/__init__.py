@@ -1,0 +1,8 @@
+"""The stores' query classes: statements both vendors run as they are, and the
+names of those each vendor spells its own way (annotations without a value,
+given by the subclasses in ``storage/postgres/queries`` and ``storage/sqlite/queries``).
+
+Parameters are named (``%(name)s``). Times are bound as epoch milliseconds
+(``now``), never read from the database clock, so both vendors and Python agree
+on what has expired.
+"""

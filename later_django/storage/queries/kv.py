@@ -1,0 +1,121 @@
+"""Statements of ``later_storage`` (one row per key) and ``later_storage_range``.
+
+A row is live while ``date_expire`` is NULL or later than ``now``: every read
+filters with :data:`LIVE`, so an expired row reads as absent long before the
+sweep deletes it.
+"""
+
+from __future__ import annotations
+
+from later_django.storage.driver import RowsStatement
+
+LIVE = "(date_expire IS NULL OR date_expire > %(now)s)"
+_EXISTING_EXPIRED = (
+    "(later_storage.date_expire IS NOT NULL AND later_storage.date_expire <= %(now)s)"
+)
+
+#: The largest BIGINT: the exclusive start of a newest-first walk.
+NEWEST_FIRST_START = 9_223_372_036_854_775_807
+#: Sequences start at 1: the exclusive start of an oldest-first walk.
+OLDEST_FIRST_START = 0
+
+# A run of Sets replaces whole entries, counters included; the batch holds
+# each key once (ON CONFLICT may not touch a row twice in one statement).
+SET_INTO = (
+    "INSERT INTO later_storage "
+    "(key, value, counter_value, date_created, date_updated, date_expire) "
+)
+SET_CONFLICT = (
+    " ON CONFLICT (key) DO UPDATE SET value = excluded.value, counter_value = NULL,"
+    " date_updated = excluded.date_created, date_expire = excluded.date_expire"
+)
+
+
+class KvQueries:
+    """Key-value and range statements; see the module docstring for liveness."""
+
+    get = "SELECT value FROM later_storage WHERE key = %(key)s AND " + LIVE
+    # Only a live row takes the new expiry.
+    expire = (
+        "UPDATE later_storage SET date_expire = %(date_expire)s WHERE key = %(key)s AND " + LIVE
+    )
+    # An expired row counts as absent: the counter starts again from ``by``
+    # and the stale value and expiry go.
+    increment = (
+        "INSERT INTO later_storage "
+        "(key, value, counter_value, date_created, date_updated, date_expire) "
+        "VALUES (%(key)s, NULL, %(by)s, %(now)s, NULL, NULL) "
+        "ON CONFLICT (key) DO UPDATE SET "
+        "counter_value = CASE WHEN " + _EXISTING_EXPIRED + " THEN excluded.counter_value "
+        "ELSE COALESCE(later_storage.counter_value, 0) + excluded.counter_value END, "
+        "value = CASE WHEN " + _EXISTING_EXPIRED + " THEN NULL ELSE later_storage.value END, "
+        "date_expire = CASE WHEN " + _EXISTING_EXPIRED + " THEN NULL "
+        "ELSE later_storage.date_expire END, "
+        "date_updated = excluded.date_created"
+    )
+    # One statement, so of concurrent callers exactly one sees a row come back
+    # (the conflict update re-checks the expiry of the row as it is after any
+    # concurrent writer committed).
+    set_if_absent = (
+        "INSERT INTO later_storage "
+        "(key, value, counter_value, date_created, date_updated, date_expire) "
+        "VALUES (%(key)s, %(value)s, NULL, %(now)s, NULL, %(date_expire)s) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value, counter_value = NULL, "
+        "date_updated = excluded.date_created, date_expire = excluded.date_expire "
+        "WHERE " + _EXISTING_EXPIRED + " "
+        "RETURNING 1"
+    )
+    # Returns no row when the member exists but has expired: the caller then
+    # replaces it with a fresh member.
+    range_add = (
+        "INSERT INTO later_storage_range (range_key, value, date_expire) "
+        "VALUES (%(key)s, %(value)s, %(date_expire)s) "
+        "ON CONFLICT (range_key, value) DO UPDATE SET date_expire = excluded.date_expire "
+        "WHERE later_storage_range.date_expire IS NULL "
+        "OR later_storage_range.date_expire > %(now)s "
+        "RETURNING sequence"
+    )
+    range_remove_expired_member = (
+        "DELETE FROM later_storage_range WHERE range_key = %(key)s AND value = %(value)s "
+        "AND date_expire IS NOT NULL AND date_expire <= %(now)s"
+    )
+    range_insert = (
+        "INSERT INTO later_storage_range (range_key, value, date_expire) "
+        "VALUES (%(key)s, %(value)s, %(date_expire)s)"
+    )
+    range_remove = "DELETE FROM later_storage_range WHERE range_key = %(key)s AND value = %(value)s"
+    range_clear = "DELETE FROM later_storage_range WHERE range_key = %(key)s"
+    # Only live members take the new expiry.
+    range_expire = (
+        "UPDATE later_storage_range SET date_expire = %(date_expire)s "
+        "WHERE range_key = %(key)s AND " + LIVE
+    )
+    # Both walk later_storage_range_key_idx from the exclusive cursor.
+    range_page_oldest_first = (
+        "SELECT sequence, value FROM later_storage_range "
+        "WHERE range_key = %(key)s AND sequence > %(cursor)s AND " + LIVE + " "
+        "ORDER BY sequence ASC LIMIT %(limit)s"
+    )
+    range_page_newest_first = (
+        "SELECT sequence, value FROM later_storage_range "
+        "WHERE range_key = %(key)s AND sequence < %(cursor)s AND " + LIVE + " "
+        "ORDER BY sequence DESC LIMIT %(limit)s"
+    )
+    range_count = "SELECT COUNT(*) FROM later_storage_range WHERE range_key = %(key)s AND " + LIVE
+    # A walk of the primary key between two bounds, so its cost follows the
+    # rows it returns, however many keys lie beyond.
+    key_scan = (
+        "SELECT key FROM later_storage WHERE key >= %(start)s AND key < %(stop)s AND "
+        + LIVE
+        + " ORDER BY key LIMIT %(limit)s"
+    )
+
+    # Spelled per vendor. Lists (``keys``) are one bound parameter.
+    get_many: str
+    #: ``get_many`` that locks the rows until the transaction ends, in key order.
+    get_many_for_update: str
+    delete_many: str
+    range_clear_many: str
+    range_members_many: str
+    #: Rows of (key, value, date_expire), shared ``now``; keys distinct, in key order.
+    set_many: RowsStatement

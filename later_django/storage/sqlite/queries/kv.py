@@ -1,0 +1,26 @@
+"""SQLite statements of ``later_storage``: lists as JSON arrays, rows as ``VALUES``."""
+
+from __future__ import annotations
+
+from later_django.storage.driver import RowsStatement
+from later_django.storage.queries.kv import LIVE, SET_CONFLICT, SET_INTO, KvQueries
+from later_django.storage.sqlite import SqliteDriver
+
+_KEYS = "(SELECT value FROM json_each(%(keys)s))"
+
+
+@SqliteDriver.register
+class SqliteKvQueries(KvQueries):
+    get_many = "SELECT key, value FROM later_storage WHERE key IN " + _KEYS + " AND " + LIVE
+    # The transaction already holds SQLite's write lock: no row locks to take.
+    get_many_for_update = get_many
+    delete_many = "DELETE FROM later_storage WHERE key IN " + _KEYS
+    range_clear_many = "DELETE FROM later_storage_range WHERE range_key IN " + _KEYS
+    range_members_many = (
+        "SELECT range_key, value FROM later_storage_range "
+        "WHERE range_key IN " + _KEYS + " AND " + LIVE + " ORDER BY range_key, sequence"
+    )
+    set_many = RowsStatement(
+        SET_INTO + "VALUES {values}" + SET_CONFLICT,
+        row="(%(key)s, %(value)s, NULL, %(now)s, NULL, %(date_expire)s)",
+    )
