@@ -1,5 +1,27 @@
 """The postgres driver's statements, one module per store (imported for their registration)."""
 
-from later_django.storage.postgres.queries import kv
+from later_django.storage.postgres.queries import (
+    dashboard,
+    executions,
+    index,
+    kv,
+    leases,
+    log,
+    partitions,
+    queue,
+    topics,
+    upkeep,
+)
 
-__all__ = ["kv"]
+__all__ = [
+    "dashboard",
+    "executions",
+    "index",
+    "kv",
+    "leases",
+    "log",
+    "partitions",
+    "queue",
+    "topics",
+    "upkeep",
+]

@@ -1,0 +1,1 @@
+"""Statements of the queue store (to be filled by the store's move to the driver pattern)."""

@@ -1,0 +1,1 @@
+"""Statements of the upkeep store (to be filled by the store's move to the driver pattern)."""
