@@ -25,10 +25,14 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from later_django.core.clock import now_ms
 from later_django.storage.driver import Driver, prefix_placeholders
+from later_django.storage.execution import ExecutionStore
+from later_django.storage.job_index import JobIndexStore
+from later_django.storage.kv import KeyValueStore
+from later_django.storage.queue import SqlDeliveryQueue
 from later_django.storage.types import (
     Delete,
     JobIndexChange,
@@ -38,9 +42,6 @@ from later_django.storage.types import (
     Set,
     StorageOperation,
 )
-
-if TYPE_CHECKING:
-    from later_django.storage.stores import Stores
 
 #: (queue name, priority, available_at ms or None for now)
 PublishGroup = tuple[str, int, int | None]
@@ -129,10 +130,21 @@ class CombinedStatement:
         self._driver.execute(head + tail, {**self._params, **(tail_params or {})})
 
 
+@dataclass(frozen=True)
+class BatchStores:
+    """The stores a batch writes to, on one driver."""
+
+    driver: Driver
+    kv: KeyValueStore
+    index: JobIndexStore
+    executions: ExecutionStore
+    queue: SqlDeliveryQueue
+
+
 class BatchWriter:
     """Writes :class:`WriteBatch` values on the stores of one alias."""
 
-    def __init__(self, stores: Stores) -> None:
+    def __init__(self, stores: BatchStores) -> None:
         self._stores = stores
         self._driver = stores.driver
 

@@ -13,7 +13,7 @@ from functools import cache, cached_property
 
 from django.db import connections
 
-from later_django.storage.batch import BatchWriter
+from later_django.storage.batch import BatchStores, BatchWriter
 from later_django.storage.driver import Driver
 from later_django.storage.execution import ExecutionStore
 from later_django.storage.job_index import JobIndexStore
@@ -68,7 +68,9 @@ class Stores:
     @cached_property
     def batch(self) -> BatchWriter:
         """Writes a transaction's batch to several of these stores at once."""
-        return BatchWriter(self)
+        return BatchWriter(
+            BatchStores(self.driver, self.kv, self.index, self.executions, self.queue)
+        )
 
 
 @cache
