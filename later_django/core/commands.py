@@ -50,7 +50,8 @@ def encode_command(command: DeliveryCommand) -> bytes:
             body = {"c": "maintenance", "pass": pass_name}
         case _:
             raise TypeError(f"not a delivery command: {command!r}")
-    return msgpack.packb(body, use_bin_type=True)
+    packed: bytes = msgpack.packb(body, use_bin_type=True)
+    return packed
 
 
 def decode_command(payload: bytes) -> DeliveryCommand:

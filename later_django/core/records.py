@@ -140,7 +140,8 @@ def encode_record(record: JobRecord) -> bytes:
         [error.exception_class_path, error.traceback, error.at_ms, error.attempt]
         for error in record.errors
     ]
-    return msgpack.packb(body, use_bin_type=True)
+    packed: bytes = msgpack.packb(body, use_bin_type=True)
+    return packed
 
 
 def decode_record(data: bytes) -> JobRecord:
@@ -158,7 +159,7 @@ def decode_record(data: bytes) -> JobRecord:
     if missing:
         raise RecordDecodeError(f"job record lacks the fields {missing}")
     try:
-        values = {name: body.get(short) for short, name in _FIELDS.items()}
+        values: dict[str, Any] = {name: body.get(short) for short, name in _FIELDS.items()}
         values["worker_ids"] = list(values["worker_ids"] or [])
         values["backend"] = values["backend"] or "default"
         record = JobRecord(

@@ -34,7 +34,7 @@ class RetryPolicy:
             return 0.0
         if self.backoff == "fixed":
             return min(self.initial, self.max)
-        delay = min(self.max, self.initial * 2 ** (retry_number - 1))
+        delay: float = min(self.max, self.initial * 2 ** (retry_number - 1))
         if self.jitter:
             delay = (rng or random).uniform(delay / 2, delay)
         return delay
