@@ -1,4 +1,10 @@
-"""System checks (``manage.py check``): ids ``later_django.E0xx`` and ``W0xx``."""
+"""System checks (``manage.py check``): ids ``later_django.E0xx`` and ``W0xx``.
+
+The ``LATER`` rules are conf's (:func:`later_django.conf.setting_problems`)
+plus those whose validation lives in the engine, added to them here at import
+(the app's ``ready``), so that :func:`later_django.conf.later_settings` refuses
+them too while conf itself never imports the engine.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,19 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from later_django.conf import setting_problems
+from later_django.conf import add_setting_rule, setting_problems
+from later_django.engine.recurring import recurring_problems
+
+
+def recurring_setting_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """Check later_django.E009: every invalid entry of ``LATER["RECURRING"]`` (id, cron,
+    task path shape, args/kwargs, sequential, time zone)."""
+    return [
+        ("later_django.E009", message) for message in recurring_problems(raw.get("RECURRING", {}))
+    ]
+
+
+add_setting_rule(recurring_setting_problems)
 
 
 @checks.register()

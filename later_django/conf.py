@@ -10,6 +10,7 @@ that needs a valid value calls :func:`later_settings` and gets
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,14 +49,6 @@ class LaterSettings:
     maintenance_modules: tuple[str, ...] = ()
 
 
-def recurring_problems(raw_recurring: Any) -> list[str]:
-    """Messages for every invalid entry of ``LATER["RECURRING"]`` (check later_django.E009):
-    id, cron (parsed by croniter), task path shape, args/kwargs, sequential, time zone."""
-    from later_django.engine.recurring import recurring_problems as problems_of
-
-    return problems_of(raw_recurring)
-
-
 def topic_problems(raw_topics: Any) -> list[str]:
     """Messages for every invalid entry of ``LATER["TOPICS"]`` (check later_django.E008)."""
     if not isinstance(raw_topics, dict):
@@ -92,94 +85,143 @@ def topic_problems(raw_topics: Any) -> list[str]:
     return problems
 
 
-def setting_problems(raw: Any) -> list[tuple[str, str]]:
-    """Returns ``(check id, message)`` for every invalid value in ``raw``."""
-    problems: list[tuple[str, str]] = []
-    if not isinstance(raw, dict):
-        return [("later_django.E001", f"LATER must be a dict, got {type(raw).__name__}.")]
+#: One rule of :func:`setting_problems`: ``(check id, message)`` for each problem of ``raw``.
+SettingRule = Callable[[dict[str, Any]], list[tuple[str, str]]]
+
+
+def _namespace_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     namespace = raw.get("NAMESPACE", DEFAULT_NAMESPACE)
-    if not isinstance(namespace, str) or not NAMESPACE_PATTERN.fullmatch(namespace):
-        problems.append(
-            (
-                "later_django.E002",
-                f"LATER['NAMESPACE'] must be 1 to 200 letters, digits, '_' or '.' "
-                f"(keys are '<namespace>-...', so a '-' could reach into another "
-                f"namespace's keys), got {namespace!r}.",
-            )
+    if isinstance(namespace, str) and NAMESPACE_PATTERN.fullmatch(namespace):
+        return []
+    return [
+        (
+            "later_django.E002",
+            f"LATER['NAMESPACE'] must be 1 to 200 letters, digits, '_' or '.' "
+            f"(keys are '<namespace>-...', so a '-' could reach into another "
+            f"namespace's keys), got {namespace!r}.",
         )
+    ]
+
+
+def _database_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     database = raw.get("DATABASE", "default")
-    if database not in settings.DATABASES:
-        problems.append(
-            (
-                "later_django.E003",
-                f"LATER['DATABASE'] is {database!r}, which is not a key of DATABASES.",
-            )
+    if database in settings.DATABASES:
+        return []
+    return [
+        (
+            "later_django.E003",
+            f"LATER['DATABASE'] is {database!r}, which is not a key of DATABASES.",
         )
+    ]
+
+
+def _retention_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     retention = raw.get("RETENTION", {})
     if not isinstance(retention, dict):
-        problems.append(
-            ("later_django.E004", f"LATER['RETENTION'] must be a dict, got {retention!r}.")
-        )
-    else:
-        for key, value in retention.items():
-            if key not in DEFAULT_RETENTION_SECONDS:
-                problems.append(
-                    (
-                        "later_django.E004",
-                        f"LATER['RETENTION'] has unknown key {key!r}; "
-                        f"allowed: {sorted(DEFAULT_RETENTION_SECONDS)}.",
-                    )
+        return [("later_django.E004", f"LATER['RETENTION'] must be a dict, got {retention!r}.")]
+    problems = []
+    for key, value in retention.items():
+        if key not in DEFAULT_RETENTION_SECONDS:
+            problems.append(
+                (
+                    "later_django.E004",
+                    f"LATER['RETENTION'] has unknown key {key!r}; "
+                    f"allowed: {sorted(DEFAULT_RETENTION_SECONDS)}.",
                 )
-            elif isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                problems.append(
-                    (
-                        "later_django.E004",
-                        f"LATER['RETENTION'][{key!r}] must be a positive number of seconds, "
-                        f"got {value!r}.",
-                    )
+            )
+        elif isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            problems.append(
+                (
+                    "later_django.E004",
+                    f"LATER['RETENTION'][{key!r}] must be a positive number of seconds, "
+                    f"got {value!r}.",
                 )
+            )
+    return problems
+
+
+def _vacuum_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     vacuum = raw.get("VACUUM_INTERVAL")
-    if vacuum is not None and (
-        isinstance(vacuum, bool) or not isinstance(vacuum, int | float) or vacuum <= 0
+    if vacuum is None or (
+        not isinstance(vacuum, bool) and isinstance(vacuum, int | float) and vacuum > 0
     ):
-        problems.append(
-            (
-                "later_django.E005",
-                f"LATER['VACUUM_INTERVAL'] must be None or a positive number of seconds, "
-                f"got {vacuum!r}.",
-            )
+        return []
+    return [
+        (
+            "later_django.E005",
+            f"LATER['VACUUM_INTERVAL'] must be None or a positive number of seconds, "
+            f"got {vacuum!r}.",
         )
+    ]
+
+
+def _synchronous_commit_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     synchronous = raw.get("WORKER_SYNCHRONOUS_COMMIT", False)
-    if not isinstance(synchronous, bool):
-        problems.append(
-            (
-                "later_django.E007",
-                f"LATER['WORKER_SYNCHRONOUS_COMMIT'] must be True or False, got {synchronous!r}.",
-            )
+    if isinstance(synchronous, bool):
+        return []
+    return [
+        (
+            "later_django.E007",
+            f"LATER['WORKER_SYNCHRONOUS_COMMIT'] must be True or False, got {synchronous!r}.",
         )
-    problems.extend(
-        ("later_django.E008", message) for message in topic_problems(raw.get("TOPICS", {}))
-    )
-    problems.extend(
-        ("later_django.E009", message) for message in recurring_problems(raw.get("RECURRING", {}))
-    )
+    ]
+
+
+def _topics_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    return [("later_django.E008", message) for message in topic_problems(raw.get("TOPICS", {}))]
+
+
+def _maintenance_modules_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     modules = raw.get("MAINTENANCE_MODULES", [])
-    if not isinstance(modules, list | tuple) or not all(
+    if isinstance(modules, list | tuple) and all(
         isinstance(module, str) and module for module in modules
     ):
-        problems.append(
-            (
-                "later_django.E010",
-                f"LATER['MAINTENANCE_MODULES'] must be a list of dotted module paths, "
-                f"got {modules!r}.",
-            )
+        return []
+    return [
+        (
+            "later_django.E010",
+            f"LATER['MAINTENANCE_MODULES'] must be a list of dotted module paths, got {modules!r}.",
         )
-    retry = raw.get("RETRY", {})
+    ]
+
+
+def _retry_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     try:
-        RetryPolicy.from_mapping(retry, "LATER['RETRY']")
+        RetryPolicy.from_mapping(raw.get("RETRY", {}), "LATER['RETRY']")
     except (TypeError, ValueError) as error:
-        problems.append(("later_django.E006", f"{error}."))
-    return problems
+        return [("later_django.E006", f"{error}.")]
+    return []
+
+
+_RULES: tuple[SettingRule, ...] = (
+    _namespace_problems,
+    _database_problems,
+    _retention_problems,
+    _vacuum_problems,
+    _synchronous_commit_problems,
+    _topics_problems,
+    _maintenance_modules_problems,
+    _retry_problems,
+)
+#: Rules of keys whose validation lives above conf (``RECURRING``: the engine's,
+#: check E009), added by :mod:`later_django.checks` when it is imported (the app's
+#: ``ready``), so conf never imports the engine.
+_ADDED_RULES: list[SettingRule] = []
+
+
+def add_setting_rule(rule: SettingRule) -> None:
+    """Makes :func:`setting_problems` (and so :func:`later_settings`) apply ``rule``
+    too, after conf's own rules; adding a rule twice keeps one."""
+    if rule not in _ADDED_RULES:
+        _ADDED_RULES.append(rule)
+
+
+def setting_problems(raw: Any) -> list[tuple[str, str]]:
+    """Returns ``(check id, message)`` for every invalid value in ``raw``: conf's own
+    rules in key order, then the added ones (:func:`add_setting_rule`)."""
+    if not isinstance(raw, dict):
+        return [("later_django.E001", f"LATER must be a dict, got {type(raw).__name__}.")]
+    return [problem for rule in (*_RULES, *_ADDED_RULES) for problem in rule(raw)]
 
 
 _cache: tuple[Any, LaterSettings] | None = None

@@ -19,7 +19,9 @@ table (counters, metric buckets, workers, partitions); none counts or scans
   (a walk of the primary key that stops at the first match), asked only for
   queues whose counter says they hold ready messages.
 
-The named SQL below is cold-path SQL of this module only.
+Every read is a store's (:class:`~later_django.storage.dashboard.DashboardReads`
+and the index, execution and upkeep stores of :func:`~later_django.storage.stores.stores_for`);
+this module composes the figures.
 """
 
 from __future__ import annotations
@@ -32,9 +34,15 @@ from later_django.conf import later_settings
 from later_django.core import clock
 from later_django.core.keys import RESERVED_PREFIX
 from later_django.core.stages import FINISHED_STAGES, LIVE_STAGES
-from later_django.storage.db import SqlRunner, Statements
-from later_django.storage.django import DjangoStorage
+from later_django.engine.recurring import list_recurring
+from later_django.storage.dashboard import (
+    DashboardReads,
+    PartitionHeadRow,
+    PartitionKey,
+    PartitionLeaseRow,
+)
 from later_django.storage.execution import WorkerRow
+from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexWaitStats, QueueSample
 
 #: Every stage, in the order the dashboard shows them.
@@ -49,61 +57,6 @@ HISTORY_RANGES: dict[str, int] = {"hour": 60, "day": 24 * 60, "week": 7 * 24 * 6
 #: Active partitions listed per topic (those with a head job or a lease owner).
 PARTITIONS_SHOWN_PER_TOPIC = 64
 WAIT_MODES: tuple[str, ...] = ("regular", "sequential")
-
-OVERVIEW_SQL = Statements(
-    {
-        # Every stage, finished ones included (migration 0005): one row per stage.
-        "stage_counts": (
-            "SELECT stage, SUM(count) FROM later_stage_counts WHERE namespace = %s GROUP BY stage"
-        ),
-        "queue_depths": (
-            "SELECT queue_name, SUM(ready) FROM later_queue_depth"
-            " WHERE namespace = %s GROUP BY queue_name ORDER BY queue_name"
-        ),
-        "recent_transitions": (
-            "SELECT stage, SUM(count) FROM later_job_transition_metrics"
-            " WHERE namespace = %s AND minute_bucket >= %s AND minute_bucket <= %s"
-            " GROUP BY stage"
-        ),
-        "recent_waits": (
-            "SELECT mode, SUM(count), SUM(sum_ms), MAX(max_ms) FROM later_job_wait_metrics"
-            " WHERE namespace = %s AND minute_bucket >= %s AND minute_bucket <= %s"
-            " GROUP BY mode"
-        ),
-        "oldest_ready": (
-            "SELECT available_at FROM later_delivery_queue"
-            " WHERE namespace = %s AND queue_name = %s AND available_at <= %s"
-            " AND (lease_until IS NULL OR lease_until <= %s)"
-            " ORDER BY sequence LIMIT 1"
-        ),
-        "topics": ("SELECT topic, partitions FROM later_topic WHERE namespace = %s ORDER BY topic"),
-        "partition_heads": (
-            "SELECT topic, partition_id, sequence, job_id, earliest_run_at, stage"
-            " FROM later_partition_head WHERE namespace = %s ORDER BY topic, partition_id"
-            " LIMIT %s"
-        ),
-        "partition_leases": (
-            "SELECT topic, partition_id, owner, lease_until, epoch"
-            " FROM later_partition_lease WHERE namespace = %s ORDER BY topic, partition_id"
-            " LIMIT %s"
-        ),
-        "partition_sequences": (
-            "SELECT topic, partition_id, next_sequence"
-            " FROM later_partition_sequence WHERE namespace = %s ORDER BY topic, partition_id"
-            " LIMIT %s"
-        ),
-    },
-    sqlite={
-        # Walk the queue in rowid order so the first ready message ends the read;
-        # SQLite would otherwise take the claim index and sort the namespace.
-        "oldest_ready": (
-            "SELECT available_at FROM later_delivery_queue NOT INDEXED"
-            " WHERE namespace = %s AND queue_name = %s AND available_at <= %s"
-            " AND (lease_until IS NULL OR lease_until <= %s)"
-            " ORDER BY sequence LIMIT 1"
-        ),
-    },
-)
 
 #: Rows read from each partition table at most (bounds the overview on huge topics).
 _PARTITION_ROWS_READ = 5_000
@@ -251,112 +204,99 @@ def read_overview(
     number of small reads (about a dozen statements, whatever the number of jobs)."""
     using, namespace = resolve_target(using, namespace)
     now = clock.now_ms() if now_ms is None else now_ms
-    sql = SqlRunner(using, OVERVIEW_SQL)
-    queues = _read_queues(sql, namespace, now)
-    transitions, waits = _read_recent(sql, namespace, now)
+    stores = stores_for(using)
+    queues = [
+        queue
+        for queue in _read_queues(stores.dashboard, namespace, now)
+        if not queue.queue_name.startswith(RESERVED_PREFIX)
+    ]
+    transitions, waits = _read_recent(stores.dashboard, namespace, now)
     return Overview(
         namespace=namespace,
         using=using,
         now_ms=now,
-        stages=_read_stages(sql, namespace, queues),
+        stages=_read_stages(stores.dashboard, namespace, queues),
         transitions=transitions,
         waits=waits,
-        queues=[queue for queue in queues if not queue.queue_name.startswith(RESERVED_PREFIX)],
-        workers=DjangoStorage(using).workers_live(namespace, now - LIVE_WORKER_MS),
-        topics=_read_topics(sql, namespace, now),
+        queues=queues,
+        workers=stores.executions.workers_live(namespace, now - LIVE_WORKER_MS),
+        topics=_read_topics(stores.dashboard, namespace, now),
         recurring=read_recurring(using, namespace),
-        db_size_bytes=DjangoStorage(using).total_db_size_bytes(),
+        db_size_bytes=stores.upkeep.total_db_size_bytes(),
     )
 
 
-def _read_queues(sql: SqlRunner, namespace: str, now: int) -> list[QueueFigure]:
+def _read_queues(reads: DashboardReads, namespace: str, now: int) -> list[QueueFigure]:
+    """Every queue's ready messages and, for those holding some, the oldest one's age."""
     figures = []
-    for queue_name, ready in sql.fetch_all("queue_depths", [namespace]):
-        ready = max(int(ready or 0), 0)
+    for queue_name, ready in reads.queue_depths(namespace):
+        ready = max(ready, 0)
         oldest = None
         if ready > 0:
-            row = sql.fetch_one("oldest_ready", [namespace, queue_name, now, now])
-            oldest = None if row is None else max(now - int(row[0]), 0)
+            available_at = reads.oldest_ready_at_ms(namespace, queue_name, now)
+            oldest = None if available_at is None else max(now - available_at, 0)
         figures.append(QueueFigure(queue_name, ready, oldest))
     return figures
 
 
-def _read_stages(sql: SqlRunner, namespace: str, queues: list[QueueFigure]) -> list[StageFigure]:
+def _read_stages(
+    reads: DashboardReads, namespace: str, job_queues: list[QueueFigure]
+) -> list[StageFigure]:
+    """Every stage's count; ``job_queues`` are the queues without internal ones."""
     counts = dict.fromkeys(STAGES, 0)
-    for stage, total in sql.fetch_all("stage_counts", [namespace]):
+    for stage, total in reads.stage_totals(namespace).items():
         if stage in counts:
-            counts[stage] += max(int(total or 0), 0)
+            counts[stage] += max(total, 0)
     # Queued jobs not on a partition have no index row: the job queues' depth counts them.
-    counts["enqueued"] += sum(
-        queue.ready for queue in queues if not queue.queue_name.startswith(RESERVED_PREFIX)
-    )
+    counts["enqueued"] += sum(queue.ready for queue in job_queues)
     return [StageFigure(stage, counts[stage]) for stage in STAGES]
 
 
 def _read_recent(
-    sql: SqlRunner, namespace: str, now: int
+    reads: DashboardReads, namespace: str, now: int
 ) -> tuple[dict[str, int], dict[str, JobIndexWaitStats]]:
+    """Transitions per stage and waits per mode over the throughput window."""
     last = clock.minute_bucket(now)
-    window = [namespace, last - THROUGHPUT_WINDOW_MINUTES + 1, last]
+    first = last - THROUGHPUT_WINDOW_MINUTES + 1
     transitions = dict.fromkeys(STAGES, 0)
-    for stage, total in sql.fetch_all("recent_transitions", window):
-        transitions[stage] = int(total or 0)
+    transitions.update(reads.transitions_between(namespace, first, last))
     waits = {mode: JobIndexWaitStats(0, 0, 0) for mode in WAIT_MODES}
-    for mode, count, sum_ms, max_ms in sql.fetch_all("recent_waits", window):
-        count = int(count or 0)
-        waits[mode] = JobIndexWaitStats(
-            count=count,
-            avg_ms=int(sum_ms or 0) // count if count else 0,
-            max_ms=int(max_ms or 0),
-        )
+    waits.update(reads.waits_between(namespace, first, last))
     return transitions, waits
 
 
-def _read_topics(sql: SqlRunner, namespace: str, now: int) -> list[TopicFigure]:
-    topics = sql.fetch_all("topics", [namespace])
+def _read_topics(reads: DashboardReads, namespace: str, now: int) -> list[TopicFigure]:
+    """Each topic with its active partitions (a head or an owner), at most
+    :data:`PARTITIONS_SHOWN_PER_TOPIC` shown; later_django's own idle topics left out."""
+    topics = reads.topics(namespace)
     if not topics:
         return []
-    limit = [namespace, _PARTITION_ROWS_READ]
-    heads = {(t, p): row for t, p, *row in sql.fetch_all("partition_heads", limit)}
-    leases = {(t, p): row for t, p, *row in sql.fetch_all("partition_leases", limit)}
-    sequences = {(t, p): n for t, p, n in sql.fetch_all("partition_sequences", limit)}
+    heads = reads.partition_heads(namespace, _PARTITION_ROWS_READ)
+    leases = reads.partition_leases(namespace, _PARTITION_ROWS_READ)
+    sequences = reads.partition_next_sequences(namespace, _PARTITION_ROWS_READ)
     figures = []
     for topic, partitions in topics:
         # Active: a head (jobs waiting) or an owner (held now, or until its lease lapsed).
         active = sorted(
             {p for (t, p) in heads if t == topic}
-            | {p for (t, p), lease in leases.items() if t == topic and lease[0] is not None}
+            | {p for (t, p), lease in leases.items() if t == topic and lease.owner is not None}
         )
         if not active and topic.startswith(RESERVED_PREFIX):
             continue  # later_django's own topics are shown only while in use
-        shown = []
-        for partition_id in active[:PARTITIONS_SHOWN_PER_TOPIC]:
-            head = heads.get((topic, partition_id))
-            lease = leases.get((topic, partition_id))
-            next_sequence = sequences.get((topic, partition_id))
-            head_sequence = None if head is None else int(head[0])
-            backlog = 0
-            if head_sequence is not None and next_sequence is not None:
-                backlog = max(int(next_sequence) - head_sequence, 1)
-            elif head_sequence is not None:
-                backlog = 1
-            shown.append(
-                PartitionFigure(
-                    partition_id=int(partition_id),
-                    head_job_id=None if head is None else head[1],
-                    head_stage=None if head is None else head[3],
-                    head_sequence=head_sequence,
-                    backlog=backlog,
-                    lease_owner=None if lease is None else lease[0],
-                    lease_until_ms=None if lease is None else int(lease[1]),
-                    epoch=None if lease is None else int(lease[2]),
-                    lease_live=lease is not None and lease[0] is not None and int(lease[1]) > now,
-                )
+        shown = [
+            _partition_figure(
+                (topic, partition_id),
+                heads.get((topic, partition_id)),
+                leases.get((topic, partition_id)),
+                sequences.get((topic, partition_id)),
+                now,
             )
+            for partition_id in active[:PARTITIONS_SHOWN_PER_TOPIC]
+        ]
         figures.append(
             TopicFigure(
                 topic=topic,
-                partitions=int(partitions),
+                partitions=partitions,
                 shown=shown,
                 not_shown=max(len(active) - len(shown), 0),
             )
@@ -364,22 +304,44 @@ def _read_topics(sql: SqlRunner, namespace: str, now: int) -> list[TopicFigure]:
     return figures
 
 
+def _partition_figure(
+    key: PartitionKey,
+    head: PartitionHeadRow | None,
+    lease: PartitionLeaseRow | None,
+    next_sequence: int | None,
+    now: int,
+) -> PartitionFigure:
+    """One partition's figure: the backlog runs from the head to the newest job."""
+    head_sequence = None if head is None else head.sequence
+    backlog = 0
+    if head_sequence is not None and next_sequence is not None:
+        backlog = max(next_sequence - head_sequence, 1)
+    elif head_sequence is not None:
+        backlog = 1
+    return PartitionFigure(
+        partition_id=key[1],
+        head_job_id=None if head is None else head.job_id,
+        head_stage=None if head is None else head.stage,
+        head_sequence=head_sequence,
+        backlog=backlog,
+        lease_owner=None if lease is None else lease.owner,
+        lease_until_ms=None if lease is None else lease.lease_until_ms,
+        epoch=None if lease is None else lease.epoch,
+        lease_live=lease is not None and lease.owner is not None and lease.lease_until_ms > now,
+    )
+
+
 def read_recurring(using: str, namespace: str) -> list[RecurringFigure]:
-    """The recurring definitions, from ``later_django.engine.recurring.list_recurring``;
-    empty when that module is not there (an older release)."""
-    try:
-        from later_django.engine.recurring import list_recurring
-    except ImportError:
-        return []
+    """The recurring definitions (``later_django.engine.recurring.list_recurring``)."""
     return [
         RecurringFigure(
-            recurring_id=str(item.id),
-            cron=str(item.cron),
-            task_path=str(item.task_path),
-            timezone=getattr(item, "timezone", None),
-            sequential=bool(getattr(item, "sequential", False)),
-            next_run_ms=getattr(item, "next_run_ms", None),
-            last_run_ms=getattr(item, "last_run_ms", None),
+            recurring_id=item.id,
+            cron=item.cron,
+            task_path=item.task_path,
+            timezone=item.timezone,
+            sequential=item.sequential,
+            next_run_ms=item.next_run_ms,
+            last_run_ms=item.last_run_ms,
         )
         for item in list_recurring(using=using, namespace=namespace)
     ]
@@ -399,4 +361,4 @@ def read_queue_history(
     using, namespace = resolve_target(using, namespace)
     now = clock.now_ms() if now_ms is None else now_ms
     since = now - HISTORY_RANGES[range_name] * clock.MINUTE_MS
-    return DjangoStorage(using).queue_samples_since(namespace, since)
+    return stores_for(using).index.queue_samples_since(namespace, since)

@@ -125,7 +125,7 @@ def stage_counter_totals(alias: str) -> dict[tuple[str, str], int]:
 
 def test_migration_0005_counts_the_finished_rows_already_in_the_index(db_alias: str) -> None:
     from later_django.core.clock import now_ms
-    from later_django.storage.job_index import JobIndexStore
+    from later_django.storage.stores import stores_for
     from later_django.storage.types import JobIndexRow
 
     def row(job_id: str, stage: str, date_expire_ms: int | None = None) -> JobIndexRow:
@@ -142,7 +142,7 @@ def test_migration_0005_counts_the_finished_rows_already_in_the_index(db_alias: 
     hour = 3_600_000
     call_command("migrate", "later_django", "0004", database=db_alias, verbosity=0)
     try:
-        store = JobIndexStore(db_alias)
+        store = stores_for(db_alias).index
         store.job_index_upsert(
             "ns",
             [

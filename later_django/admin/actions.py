@@ -25,8 +25,7 @@ from later_django.engine import moves
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import ActionRefused, RecordDecodeError
 from later_django.models import DeliveryMessage
-from later_django.storage.db import as_bytes
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from later_django.storage.types import Delete, JobIndexRemove, RangeRemove
 
 #: How far after the job became ready its delivery message may have been published.
@@ -38,7 +37,7 @@ _MESSAGES_SEARCHED = 500
 def _locked_record(using: str, namespace: str, job_id: str) -> JobRecord:
     """The job's record read under a row lock; ``ActionRefused`` when it is gone or
     cannot be decoded. Call inside ``transaction.atomic``."""
-    raw = DjangoStorage(using).get_many_for_update([job_key(namespace, job_id)])
+    raw = stores_for(using).kv.get_many_for_update([job_key(namespace, job_id)])
     data = raw.get(job_key(namespace, job_id))
     if data is None:
         raise ActionRefused(f"job {job_id} does not exist (deleted, or its record expired)")
@@ -73,23 +72,33 @@ def retry_failed(using: str, namespace: str, job_id: str) -> JobRecord:
             raise ActionRefused(
                 f"job {job_id} is {record.stage!r}; only a failed job can be retried"
             )
-        storage = DjangoStorage(using)
-        if not record.queue_name or storage.exist(undecodable_key(namespace, job_id)):
+        if not record.queue_name or stores_for(using).kv.exist(undecodable_key(namespace, job_id)):
             raise ActionRefused(
                 f"job {job_id} failed because its stored record could not be decoded; "
                 "there is nothing to run again"
             )
         writes = JobWrites(namespace)
-        stages.move(record, stages.ENQUEUED, now, operator=True)
-        record.ready_at_ms = now
-        record.finished_at_ms = None
-        record.reason = None
-        writes.save(record)  # no expiry: the record is live again
-        writes.publish_job(record)
-        writes.index_changes.append(JobIndexRemove(record.job_id))
-        writes.metrics.transitions.append((record.stage, record.stage_at_ms))
+        _operator_retry(writes, record, now)
         commit(writes, using)
     return record
+
+
+def _operator_retry(writes: JobWrites, record: JobRecord, now: int) -> None:
+    """The operator's failed -> enqueued move of a job not on a partition, as changes
+    to ``writes``: the record live again (no expiry, no finish time or reason),
+    published, its index row dropped (the queue answers for it), one transition.
+
+    The engine's ``moves.make_ready`` makes every other move into ``enqueued`` but
+    refuses ``failed`` (an operator-only move), so this spells the same changes.
+    """
+    stages.move(record, stages.ENQUEUED, now, operator=True)
+    record.ready_at_ms = now
+    record.finished_at_ms = None
+    record.reason = None
+    writes.save(record)
+    writes.publish_job(record)
+    writes.index_changes.append(JobIndexRemove(record.job_id))
+    writes.metrics.transitions.append((record.stage, record.stage_at_ms))
 
 
 def run_now(using: str, namespace: str, job_id: str) -> JobRecord:
@@ -132,8 +141,7 @@ def delete_job(using: str, namespace: str, job_id: str) -> JobRecord:
             raise ActionRefused(
                 f"job {job_id} is running on a worker; wait until it finishes, then delete it"
             )
-        storage = DjangoStorage(using)
-        waiting_children = storage.range_count(children_key(namespace, job_id))
+        waiting_children = stores_for(using).kv.range_count(children_key(namespace, job_id))
         if waiting_children:
             raise ActionRefused(
                 f"job {job_id} has {waiting_children} continuation(s) waiting for it; "
@@ -164,22 +172,17 @@ def _delete_queue_message(using: str, namespace: str, record: JobRecord) -> bool
     claim index), and recognised by its decoded command.
     """
     ready_at = record.ready_at_ms or record.stage_at_ms
-    candidates = (
-        DeliveryMessage.objects.using(using)
-        .filter(
-            namespace=namespace,
-            priority=record.priority,
-            queue_name=record.queue_name,
-            available_at__gte=ready_at,
-            available_at__lte=ready_at + _PUBLISH_WINDOW_MS,
-            lease_until__isnull=True,
-        )
-        .order_by("sequence")
-        .values_list("sequence", "payload")[:_MESSAGES_SEARCHED]
+    candidates = stores_for(using).dashboard.unclaimed_messages_published_between(
+        namespace,
+        record.queue_name,
+        record.priority,
+        ready_at,
+        ready_at + _PUBLISH_WINDOW_MS,
+        _MESSAGES_SEARCHED,
     )
     for sequence, payload in candidates:
         try:
-            command = decode_command(as_bytes(payload))
+            command = decode_command(payload)
         except RecordDecodeError:
             continue
         if isinstance(command, ExecuteJob) and command.job_id == record.job_id:

@@ -1,7 +1,7 @@
 """What the job pages read: pages of jobs by stage or partition, and one job in full.
 
-Lists are keyset pages of the storage contract
-(:meth:`Storage.job_index_list_by_stage`, ``job_index_list_by_partition``):
+Lists are keyset pages of the job index
+(:func:`later_django.admin.job_lists.list_by_stage`, ``job_index_list_by_partition``):
 each page costs its size, never a count of the table. The ``enqueued`` list
 comes from the delivery queue first (queued jobs that are not on a partition
 have no index row), then from the partitioned jobs' index rows.
@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from later_django.admin.job_lists import list_by_stage
 from later_django.core.keys import children_key, job_key
 from later_django.core.records import JobError, JobRecord, decode_record
 from later_django.exceptions import RecordDecodeError
 from later_django.overview import STAGES
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import Stores, stores_for
 from later_django.storage.types import JobIndexRow, RangeOrder
 
 #: Jobs per list page.
@@ -89,8 +90,8 @@ def stage_page(
 ) -> JobPage:
     """A page of jobs in ``stage``, most recently moved first, after ``cursor``
     (``ValueError`` for a malformed cursor or an unknown stage)."""
-    page = DjangoStorage(using).job_index_list_by_stage(
-        namespace, check_stage(stage), cursor or None, limit
+    page = list_by_stage(
+        stores_for(using).index, namespace, check_stage(stage), cursor or None, limit
     )
     return JobPage([_job_row(row) for row in page.items], page.next_cursor)
 
@@ -104,7 +105,7 @@ def partition_page(
     limit: int = PAGE_SIZE,
 ) -> JobPage:
     """A page of one partition's jobs, highest sequence first, after ``cursor``."""
-    page = DjangoStorage(using).job_index_list_by_partition(
+    page = stores_for(using).index.job_index_list_by_partition(
         namespace, topic, partition_id, cursor or None, limit
     )
     return JobPage([_job_row(row) for row in page.items], page.next_cursor)
@@ -150,9 +151,9 @@ class JobDetail:
 def read_job(using: str, namespace: str, job_id: str) -> JobDetail | None:
     """The job's record and index row with its timeline, errors, continuations and
     partition neighbours; ``None`` when neither record nor index row exists."""
-    storage = DjangoStorage(using)
-    raw = storage.get(job_key(namespace, job_id))
-    index_row = storage.job_index_get(namespace, job_id)
+    stores = stores_for(using)
+    raw = stores.kv.get(job_key(namespace, job_id))
+    index_row = stores.index.job_index_get(namespace, job_id)
     if raw is None and index_row is None:
         return None
     record, decode_error = None, None
@@ -172,13 +173,13 @@ def read_job(using: str, namespace: str, job_id: str) -> JobDetail | None:
         detail.kwargs_text = pretty_json(record.kwargs)
         if record.stage == "success":
             detail.return_text = pretty_json(record.return_value)
-    detail.children = _children(storage, namespace, job_id)
+    detail.children = _children(stores, namespace, job_id)
     topic, partition_id, sequence = _partition_place(record, index_row)
     if topic is not None and partition_id is not None and sequence is not None:
-        detail.older = storage.job_index_partition_neighbor(
+        detail.older = stores.index.job_index_partition_neighbor(
             namespace, topic, partition_id, sequence, older=True
         )
-        detail.newer = storage.job_index_partition_neighbor(
+        detail.newer = stores.index.job_index_partition_neighbor(
             namespace, topic, partition_id, sequence, older=False
         )
     return detail
@@ -194,14 +195,14 @@ def _partition_place(
     return None, None, None
 
 
-def _children(storage: DjangoStorage, namespace: str, job_id: str) -> list[JobRow]:
+def _children(stores: Stores, namespace: str, job_id: str) -> list[JobRow]:
     """Continuations: those still waiting (the parent's range) and those the index
     knows (waiting, delayed, running or finished ones), at most ``CHILDREN_SHOWN``."""
     rows = {
         row.job_id: _job_row(row)
-        for row in storage.job_index_list_continuations(namespace, job_id, CHILDREN_SHOWN)
+        for row in stores.index.job_index_list_continuations(namespace, job_id, CHILDREN_SHOWN)
     }
-    page = storage.range_page(
+    page = stores.kv.range_page(
         children_key(namespace, job_id), None, CHILDREN_SHOWN, RangeOrder.OLDEST_FIRST
     )
     for item in page.items:

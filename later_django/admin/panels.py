@@ -17,6 +17,7 @@ from later_django.admin.jobs import when
 from later_django.overview import (
     HISTORY_RANGES,
     Overview,
+    PartitionFigure,
     read_overview,
     read_queue_history,
 )
@@ -44,76 +45,14 @@ def dashboard_context(request: HttpRequest) -> dict[str, Any]:
     context = {
         "overview": overview,
         "stage_rows": _stage_rows(overview),
-        "throughput_rows": [
-            {"stage": stage, "count": count} for stage, count in overview.transitions.items()
-        ],
-        "wait_rows": [
-            {"mode": mode, "count": s.count, "avg_ms": s.avg_ms, "max_ms": s.max_ms}
-            for mode, s in overview.waits.items()
-        ],
-        "queue_rows": [
-            {
-                "name": queue.queue_name,
-                "ready": queue.ready,
-                "oldest_seconds": None
-                if queue.oldest_ready_age_ms is None
-                else round(queue.oldest_ready_age_ms / 1000, 1),
-            }
-            for queue in overview.queues
-        ],
+        "throughput_rows": _throughput_rows(overview),
+        "wait_rows": _wait_rows(overview),
+        "queue_rows": _queue_rows(overview),
         "chart": queue_chart(samples, range_name, overview.now_ms),
         "history_ranges": list(HISTORY_RANGES),
-        "worker_rows": [
-            {
-                "worker_id": worker.worker_id,
-                "host": worker.host,
-                "pid": worker.pid,
-                "concurrency": worker.concurrency,
-                "queues": ", ".join(worker.queues),
-                "busy": worker.busy,
-                "started_at": when(worker.started_at_ms),
-                "heartbeat_at": when(worker.heartbeat_at_ms),
-                "heartbeat_seconds_ago": round(
-                    max(overview.now_ms - worker.heartbeat_at_ms, 0) / 1000, 1
-                ),
-            }
-            for worker in overview.workers
-        ],
-        "topic_rows": [
-            {
-                "topic": topic.topic,
-                "partitions": topic.partitions,
-                "not_shown": topic.not_shown,
-                "rows": [
-                    {
-                        "partition_id": p.partition_id,
-                        "head_job_id": p.head_job_id,
-                        "head_stage": p.head_stage,
-                        "head_sequence": p.head_sequence,
-                        "backlog": p.backlog,
-                        "lease_owner": p.lease_owner,
-                        "lease_until": when(p.lease_until_ms),
-                        "lease_live": p.lease_live,
-                        "epoch": p.epoch,
-                        "blocked": p.blocked,
-                    }
-                    for p in topic.shown
-                ],
-            }
-            for topic in overview.topics
-        ],
-        "recurring_rows": [
-            {
-                "id": item.recurring_id,
-                "cron": item.cron,
-                "task_path": item.task_path,
-                "timezone": item.timezone,
-                "sequential": item.sequential,
-                "next_run": when(item.next_run_ms),
-                "last_run": when(item.last_run_ms),
-            }
-            for item in overview.recurring
-        ],
+        "worker_rows": _worker_rows(overview),
+        "topic_rows": _topic_rows(overview),
+        "recurring_rows": _recurring_rows(overview),
         "db_size_bytes": overview.db_size_bytes,
     }
     setattr(request, _REQUEST_ATTRIBUTE, context)
@@ -128,4 +67,89 @@ def _stage_rows(overview: Overview) -> list[dict[str, Any]]:
             "live": figure.live,
         }
         for figure in overview.stages
+    ]
+
+
+def _throughput_rows(overview: Overview) -> list[dict[str, Any]]:
+    return [{"stage": stage, "count": count} for stage, count in overview.transitions.items()]
+
+
+def _wait_rows(overview: Overview) -> list[dict[str, Any]]:
+    return [
+        {"mode": mode, "count": s.count, "avg_ms": s.avg_ms, "max_ms": s.max_ms}
+        for mode, s in overview.waits.items()
+    ]
+
+
+def _queue_rows(overview: Overview) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": queue.queue_name,
+            "ready": queue.ready,
+            "oldest_seconds": None
+            if queue.oldest_ready_age_ms is None
+            else round(queue.oldest_ready_age_ms / 1000, 1),
+        }
+        for queue in overview.queues
+    ]
+
+
+def _worker_rows(overview: Overview) -> list[dict[str, Any]]:
+    return [
+        {
+            "worker_id": worker.worker_id,
+            "host": worker.host,
+            "pid": worker.pid,
+            "concurrency": worker.concurrency,
+            "queues": ", ".join(worker.queues),
+            "busy": worker.busy,
+            "started_at": when(worker.started_at_ms),
+            "heartbeat_at": when(worker.heartbeat_at_ms),
+            "heartbeat_seconds_ago": round(
+                max(overview.now_ms - worker.heartbeat_at_ms, 0) / 1000, 1
+            ),
+        }
+        for worker in overview.workers
+    ]
+
+
+def _topic_rows(overview: Overview) -> list[dict[str, Any]]:
+    return [
+        {
+            "topic": topic.topic,
+            "partitions": topic.partitions,
+            "not_shown": topic.not_shown,
+            "rows": [_partition_row(partition) for partition in topic.shown],
+        }
+        for topic in overview.topics
+    ]
+
+
+def _partition_row(p: PartitionFigure) -> dict[str, Any]:
+    return {
+        "partition_id": p.partition_id,
+        "head_job_id": p.head_job_id,
+        "head_stage": p.head_stage,
+        "head_sequence": p.head_sequence,
+        "backlog": p.backlog,
+        "lease_owner": p.lease_owner,
+        "lease_until": when(p.lease_until_ms),
+        "lease_live": p.lease_live,
+        "epoch": p.epoch,
+        "blocked": p.blocked,
+    }
+
+
+def _recurring_rows(overview: Overview) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": item.recurring_id,
+            "cron": item.cron,
+            "task_path": item.task_path,
+            "timezone": item.timezone,
+            "sequential": item.sequential,
+            "next_run": when(item.next_run_ms),
+            "last_run": when(item.last_run_ms),
+        }
+        for item in overview.recurring
     ]

@@ -156,14 +156,6 @@ class Storage(ABC):
     # --- the dashboard job index ---
 
     @abstractmethod
-    def queue_backs_enqueued_stage(self) -> bool:
-        """Whether the ``enqueued`` stage is answered from the delivery queue.
-
-        When true, queued jobs that are not on a partition have no index row:
-        the queue's trigger-kept depth counts them and the queue lists them.
-        """
-
-    @abstractmethod
     def job_index_upsert(self, namespace: str, rows: Sequence[JobIndexRow]) -> None:
         """Inserts or updates each row; an update applies only when the incoming
         ``revision`` is at least the stored one. One statement for the batch."""
@@ -203,11 +195,11 @@ class Storage(ABC):
     def job_index_list_by_stage(
         self, namespace: str, stage: str, cursor: str | None = None, limit: int = 50
     ) -> JobIndexPage:
-        """A page of jobs in ``stage``, most recently transitioned first.
+        """A page of index rows in ``stage``, most recently transitioned first.
 
         ``cursor`` is opaque and exclusive, from a previous page. ``enqueued``
-        lists the delivery queue's unclaimed job messages (newest first) and
-        the partitioned jobs' index rows after them.
+        lists the partitioned jobs' index rows only: the other queued jobs have
+        none (the delivery queue's unclaimed messages answer for them).
         """
 
     @abstractmethod
@@ -234,28 +226,10 @@ class Storage(ABC):
         """Up to ``limit`` jobs whose parent is ``parent_job_id``, oldest first."""
 
     @abstractmethod
-    def job_index_truncate_partition(
-        self, namespace: str, topic: str, partition_id: int, keep_last: int
-    ) -> int:
-        """Deletes the partition's oldest index rows beyond ``keep_last``; returns how many."""
-
-    @abstractmethod
     def job_index_get(self, namespace: str, job_id: str) -> JobIndexRow | None:
         """One job's index row (expired rows included), or ``None``."""
 
     # --- metrics ---
-
-    def job_index_record_transition(self, namespace: str, stage: str, at_ms: int) -> None:
-        """Records one transition into ``stage`` at ``at_ms``."""
-        self.job_index_record_metrics_batch(
-            namespace, JobIndexMetricsBatch(transitions=[(stage, at_ms, 1)])
-        )
-
-    def job_index_record_wait(self, namespace: str, mode: str, wait_ms: int, at_ms: int) -> None:
-        """Records one queue-wait sample for ``mode`` ("regular" or "sequential")."""
-        self.job_index_record_metrics_batch(
-            namespace, JobIndexMetricsBatch(waits=[(mode, at_ms, 1, wait_ms, wait_ms)])
-        )
 
     @abstractmethod
     def job_index_record_metrics_batch(self, namespace: str, batch: JobIndexMetricsBatch) -> None:

@@ -14,6 +14,7 @@ from functools import cache, cached_property
 from django.db import connections
 
 from later_django.storage.batch import BatchStores, BatchWriter
+from later_django.storage.dashboard import DashboardReads
 from later_django.storage.driver import Driver
 from later_django.storage.execution import ExecutionStore
 from later_django.storage.job_index import JobIndexStore
@@ -60,6 +61,7 @@ class Stores:
     queue: SqlDeliveryQueue
     partitions: PartitionStore
     log: LogStore
+    dashboard: DashboardReads
 
     @property
     def using(self) -> str:
@@ -80,10 +82,11 @@ def stores_for(using: str) -> Stores:
     return Stores(
         driver=driver,
         kv=KeyValueStore(driver),
-        index=JobIndexStore(using),
+        index=JobIndexStore(driver),
         upkeep=UpkeepStore(using),
         executions=ExecutionStore(using),
         queue=SqlDeliveryQueue(using),
         partitions=PartitionStore(using),
         log=LogStore(using),
+        dashboard=DashboardReads(driver),
     )

@@ -15,6 +15,7 @@ import pytest
 from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext
 
+from later_django.admin.job_lists import list_by_stage
 from later_django.core.clock import now_ms
 from later_django.core.commands import (
     ExecuteJob,
@@ -24,7 +25,8 @@ from later_django.core.commands import (
 )
 from later_django.models import DeliveryMessage, StorageRangeItem
 from later_django.storage.job_index import JobIndexStore
-from later_django.storage.sql.job_index import LIVE_STAGE_LIST
+from later_django.storage.queries.index import LIVE_STAGE_LIST
+from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexRemove, JobIndexRow, JobIndexUpsert
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -108,7 +110,7 @@ def all_pages(list_page, limit: int) -> tuple[list[str], list[int]]:
 
 
 def test_stage_counts_skip_expired_terminal_rows_and_count_live_ones(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     past, future = now_ms() - HOUR_MS, now_ms() + HOUR_MS
     store.job_index_upsert(
         "ns",
@@ -134,7 +136,7 @@ def test_stage_counts_skip_expired_terminal_rows_and_count_live_ones(db_alias: s
 
 
 def test_counters_follow_the_index_rows_exactly(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     a = row("a", "delayed")
     store.job_index_upsert("ns", [a])
     store.job_index_upsert("ns", [row("b", "delayed")])
@@ -174,7 +176,7 @@ def test_counters_follow_the_index_rows_exactly(db_alias: str) -> None:
 
 
 def test_a_recount_replaces_whatever_the_counters_drifted_to(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.job_index_upsert("ns", [row("a", "delayed")])
     run_sql(db_alias, "UPDATE later_stage_counts SET count = 999")
     run_sql(
@@ -207,7 +209,7 @@ def counter_totals(db_alias: str, namespace: str = "ns") -> dict[str, int]:
 
 
 def test_the_counters_follow_finished_rows_in_moves_and_out(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     later = now_ms() + HOUR_MS
     store.job_index_upsert(
         "ns",
@@ -251,7 +253,7 @@ def test_the_counters_follow_finished_rows_in_moves_and_out(db_alias: str) -> No
 
 
 def test_a_recount_repairs_drifted_finished_counters(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     t = now_ms()
     store.job_index_upsert(
         "ns",
@@ -285,7 +287,7 @@ def test_a_recount_repairs_drifted_finished_counters(db_alias: str) -> None:
 
 
 def test_stage_counts_sum_every_shard_of_a_counter(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     run_sql(
         db_alias,
         "INSERT INTO later_stage_counts (namespace, stage, shard, count) VALUES "
@@ -306,7 +308,7 @@ def test_concurrent_writers_keep_the_counters_exact(db_alias: str) -> None:
 
     def writer(worker: int) -> None:
         try:
-            store = JobIndexStore(db_alias)
+            store = stores_for(db_alias).index
             for batch in range(5):
                 ids = [f"w{worker}-b{batch}-{n}" for n in range(10)]
                 with transaction.atomic(using=db_alias):
@@ -326,14 +328,14 @@ def test_concurrent_writers_keep_the_counters_exact(db_alias: str) -> None:
         thread.join(timeout=60)
 
     assert errors == []
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     assert store.job_index_stage_counts("ns") == {"delayed": 4 * 5 * 6, "running": 4 * 5 * 4}
     store.job_index_reconcile_stage_counts("ns")
     assert store.job_index_stage_counts("ns") == {"delayed": 120, "running": 80}
 
 
 def test_the_purge_removes_only_rows_nothing_reads_any_more(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     dead = {
         "ns-all-jobs": 7,
         "ns-stage-enqueued-jobs": 5,
@@ -405,7 +407,7 @@ def test_live_stage_count_is_answered_from_the_index_alone(db_alias: str, vendor
             f"live stage count must not read the table: {details}"
         )
         return
-    JobIndexStore(db_alias).job_index_upsert(
+    stores_for(db_alias).index.job_index_upsert(
         "ns", [row(f"job-{n:03}", ("delayed", "running", "success")[n % 3]) for n in range(300)]
     )
     run_sql(db_alias, "VACUUM ANALYZE later_jobs_index")  # fills the visibility map
@@ -419,14 +421,10 @@ def test_live_stage_count_is_answered_from_the_index_alone(db_alias: str, vendor
 # --- upserts and removes ---
 
 
-def test_queue_backs_the_enqueued_stage(db_alias: str) -> None:
-    assert JobIndexStore(db_alias).queue_backs_enqueued_stage() is True
-
-
 def test_an_upsert_applies_only_when_its_revision_is_at_least_the_stored_one(
     db_alias: str,
 ) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.job_index_upsert(
         "ns", [row("a", "running", revision=3, wait_ms=40, wait_mode="regular", parent_job_id="p")]
     )
@@ -449,7 +447,7 @@ def test_an_upsert_applies_only_when_its_revision_is_at_least_the_stored_one(
 def test_a_batch_is_one_statement_and_keeps_the_highest_revision_of_a_repeated_job(
     db_alias: str,
 ) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     t = now_ms()
     batch = [
         row("b", "enqueued", revision=1, topic="orders", partition_id=2, sequence=5),
@@ -470,13 +468,13 @@ def test_a_batch_is_one_statement_and_keeps_the_highest_revision_of_a_repeated_j
 
 
 def test_a_large_batch_is_written_whole(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.job_index_upsert("ns", [row(f"job-{n:05}", "delayed") for n in range(3_000)])
     assert count_of(store, "delayed") == 3_000
 
 
 def test_remove_deletes_the_given_rows_and_ignores_absent_ones(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.job_index_upsert("ns", [row("a", "delayed"), row("b", "delayed"), row("c", "running")])
     store.job_index_upsert("other", [row("a", "delayed")])
 
@@ -491,7 +489,7 @@ def test_remove_deletes_the_given_rows_and_ignores_absent_ones(db_alias: str) ->
 
 
 def test_index_changes_apply_as_if_one_after_another_in_two_statements(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.job_index_upsert("ns", [row("gone", "delayed"), row("back", "running", revision=9)])
     changes = [
         JobIndexUpsert(row("new", "delayed")),
@@ -518,7 +516,7 @@ def test_index_changes_apply_as_if_one_after_another_in_two_statements(db_alias:
 
 
 def test_get_returns_a_row_even_after_it_expired(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     expired = row("old", "success", now_ms() - HOUR_MS, revision=4)
     store.job_index_upsert("ns", [expired])
 
@@ -531,7 +529,7 @@ def test_get_returns_a_row_even_after_it_expired(db_alias: str) -> None:
 
 
 def test_stage_list_is_newest_first_and_leaves_out_expired_rows(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     t = now_ms()
     store.job_index_upsert(
         "ns",
@@ -551,7 +549,7 @@ def test_stage_list_is_newest_first_and_leaves_out_expired_rows(db_alias: str) -
 
 
 def test_stage_pages_neither_skip_nor_repeat_rows_sharing_one_timestamp(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     t = now_ms()
     same_moment = [row(f"job-{n:02}", "running", stage_date_ms=t) for n in range(23)]
     store.job_index_upsert(
@@ -573,7 +571,7 @@ def test_stage_pages_neither_skip_nor_repeat_rows_sharing_one_timestamp(db_alias
 
 
 def test_an_exact_last_page_says_there_is_no_further_page(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.job_index_upsert("ns", [row(f"job-{n}", "delayed") for n in range(4)])
 
     first = store.job_index_list_by_stage("ns", "delayed", None, 2)
@@ -585,10 +583,10 @@ def test_an_exact_last_page_says_there_is_no_further_page(db_alias: str) -> None
 
 
 def test_a_cursor_that_is_not_one_is_refused(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     for stage, cursor in [("running", "nonsense"), ("running", "i:x:y"), ("enqueued", "q:x")]:
         with pytest.raises(ValueError, match="cursor"):
-            store.job_index_list_by_stage("ns", stage, cursor)
+            list_by_stage(store, "ns", stage, cursor)
     with pytest.raises(ValueError, match="cursor"):
         store.job_index_list_by_partition("ns", "orders", 0, "x")
 
@@ -596,7 +594,7 @@ def test_a_cursor_that_is_not_one_is_refused(db_alias: str) -> None:
 def test_enqueued_lists_unclaimed_queue_jobs_newest_first_then_partitioned_rows(
     db_alias: str,
 ) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     t = now_ms()
     sent: dict[str, int] = {}
 
@@ -630,7 +628,7 @@ def test_enqueued_lists_unclaimed_queue_jobs_newest_first_then_partitioned_rows(
     pages = []
     cursor = None
     for _ in range(10):
-        page = store.job_index_list_by_stage("ns", "enqueued", cursor, 4)
+        page = list_by_stage(store, "ns", "enqueued", cursor, 4)
         pages.append(page)
         cursor = page.next_cursor
         if cursor is None:
@@ -661,7 +659,7 @@ def test_enqueued_lists_unclaimed_queue_jobs_newest_first_then_partitioned_rows(
 def test_enqueued_list_goes_on_to_partitioned_rows_when_the_queue_fills_a_page(
     db_alias: str,
 ) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     t = now_ms()
     for n in range(3):
         queue_message(db_alias, job_message(f"job-{n}"), available_at=t)
@@ -669,8 +667,8 @@ def test_enqueued_list_goes_on_to_partitioned_rows_when_the_queue_fills_a_page(
         "ns", [row("part-a", "enqueued", topic="orders", partition_id=0, sequence=1)]
     )
 
-    first = store.job_index_list_by_stage("ns", "enqueued", None, 3)
-    second = store.job_index_list_by_stage("ns", "enqueued", first.next_cursor, 3)
+    first = list_by_stage(store, "ns", "enqueued", None, 3)
+    second = list_by_stage(store, "ns", "enqueued", first.next_cursor, 3)
 
     assert [item.job_id for item in first.items] == ["job-2", "job-1", "job-0"]
     assert first.next_cursor is not None
@@ -681,7 +679,7 @@ def test_enqueued_list_goes_on_to_partitioned_rows_when_the_queue_fills_a_page(
 def test_stage_counts_add_the_job_queues_depth_to_the_partitioned_enqueued_jobs(
     db_alias: str,
 ) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     t = now_ms()
     for n in range(3):
         queue_message(db_alias, job_message(f"d{n}"), available_at=t)
@@ -739,7 +737,7 @@ def partition_rows(topic: str, partition_id: int, sequences: range) -> list[JobI
 
 
 def test_partition_list_pages_from_the_highest_sequence(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.job_index_upsert(
         "ns",
         partition_rows("orders", 0, range(1, 8))
@@ -757,7 +755,7 @@ def test_partition_list_pages_from_the_highest_sequence(db_alias: str) -> None:
 
 
 def test_partition_neighbors_are_the_exactly_adjacent_sequences(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.job_index_upsert(
         "ns", partition_rows("orders", 0, range(1, 4)) + partition_rows("orders", 0, range(5, 6))
     )
@@ -771,23 +769,8 @@ def test_partition_neighbors_are_the_exactly_adjacent_sequences(db_alias: str) -
     assert store.job_index_partition_neighbor("ns", "orders", 1, 2, older=True) is None
 
 
-def test_truncating_a_partition_keeps_its_newest_rows(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
-    store.job_index_upsert(
-        "ns", partition_rows("orders", 0, range(1, 11)) + partition_rows("orders", 1, range(1, 4))
-    )
-
-    assert store.job_index_truncate_partition("ns", "orders", 0, keep_last=4) == 6
-    assert store.job_index_truncate_partition("ns", "orders", 0, keep_last=4) == 0
-
-    left = store.job_index_list_by_partition("ns", "orders", 0, limit=50).items
-    assert [item.sequence for item in left] == [10, 9, 8, 7]
-    assert len(store.job_index_list_by_partition("ns", "orders", 1).items) == 3
-    assert store.job_index_truncate_partition("ns", "orders", 1, keep_last=0) == 3
-
-
 def test_continuations_are_listed_oldest_first_up_to_the_limit(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     t = now_ms()
     store.job_index_upsert(
         "ns",
@@ -812,7 +795,7 @@ def test_continuations_are_listed_oldest_first_up_to_the_limit(db_alias: str) ->
 
 
 def test_the_index_sweep_removes_expired_rows_at_most_limit_at_a_time(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     t = now_ms()
     store.job_index_upsert(
         "ns",
@@ -831,7 +814,7 @@ def test_the_index_sweep_removes_expired_rows_at_most_limit_at_a_time(db_alias: 
 
 
 def test_namespaces_never_see_each_others_jobs(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     mine = row("job", "running", topic="orders", partition_id=0, sequence=1, parent_job_id="p")
     store.job_index_upsert("ns", [mine])
 
@@ -839,7 +822,6 @@ def test_namespaces_never_see_each_others_jobs(db_alias: str) -> None:
     assert store.job_index_list_by_stage("other", "running").items == []
     assert store.job_index_list_by_partition("other", "orders", 0).items == []
     assert store.job_index_list_continuations("other", "p", 10) == []
-    assert store.job_index_truncate_partition("other", "orders", 0, keep_last=0) == 0
     assert store.job_index_stage_counts("other") == {}
     store.job_index_remove("other", ["job"])
     assert store.job_index_get("ns", "job") == mine

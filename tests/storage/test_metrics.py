@@ -12,7 +12,7 @@ from later_django.storage.contract import (
     METRIC_RETENTION_MINUTES,
     QUEUE_SAMPLE_RETENTION_MINUTES,
 )
-from later_django.storage.job_index import JobIndexStore
+from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexMetricsBatch, JobIndexWaitStats, QueueSample
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -31,7 +31,7 @@ def waits(*samples: tuple[str, int, int, int, int]) -> JobIndexMetricsBatch:
 
 
 def test_a_batch_adds_up_samples_of_one_minute_in_one_statement_per_table(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     batch = JobIndexMetricsBatch(
         transitions=[
             ("success", NOW, 1),
@@ -63,14 +63,14 @@ def test_a_batch_adds_up_samples_of_one_minute_in_one_statement_per_table(db_ali
 
 
 def test_an_empty_batch_writes_nothing(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     with CaptureQueriesContext(connections[db_alias]) as captured:
         store.job_index_record_metrics_batch("ns", JobIndexMetricsBatch())
     assert captured.captured_queries == []
 
 
 def test_recent_transitions_are_the_current_and_previous_minute_only(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.job_index_record_metrics_batch(
         "ns",
         transitions(
@@ -92,7 +92,7 @@ def test_recent_transitions_are_the_current_and_previous_minute_only(db_alias: s
 
 
 def test_recent_wait_stats_give_count_average_and_max(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.job_index_record_metrics_batch(
         "ns",
         waits(
@@ -112,7 +112,7 @@ def test_recent_wait_stats_give_count_average_and_max(db_alias: str) -> None:
 
 
 def test_the_wait_max_of_a_minute_is_the_largest_of_every_flush(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.job_index_record_metrics_batch("ns", waits(("regular", NOW, 1, 100, 100)))
     store.job_index_record_metrics_batch("ns", waits(("regular", NOW, 1, 50, 50)))
     assert store.job_index_recent_wait_stats("ns", "regular", NOW).max_ms == 100
@@ -124,13 +124,13 @@ def test_the_wait_max_of_a_minute_is_the_largest_of_every_flush(db_alias: str) -
 
 
 def test_wait_stats_are_zero_without_samples(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.job_index_record_metrics_batch("other", waits(("regular", NOW, 1, 100, 100)))
     assert store.job_index_recent_wait_stats("ns", "regular", NOW) == JobIndexWaitStats(0, 0, 0)
 
 
 def test_the_sweep_deletes_metric_buckets_older_than_the_retention(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     ages = [0, 1, METRIC_RETENTION_MINUTES, METRIC_RETENTION_MINUTES + 1, 60]
     for namespace in ("ns", "other"):
         store.job_index_record_metrics_batch(
@@ -152,7 +152,7 @@ def test_the_sweep_deletes_metric_buckets_older_than_the_retention(db_alias: str
 
 
 def test_a_queue_sample_replaces_the_earlier_reading_of_its_minute(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     store.queue_sample_record("ns", NOW, 5, 1)
     store.queue_sample_record("ns", NOW + 20_000, 7, 2)
     store.queue_sample_record("other", NOW, 99, 99)
@@ -163,7 +163,7 @@ def test_a_queue_sample_replaces_the_earlier_reading_of_its_minute(db_alias: str
 
 
 def test_queue_samples_older_than_a_week_are_trimmed(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     week_ms = QUEUE_SAMPLE_RETENTION_MINUTES * MINUTE_MS
     store.queue_sample_record("ns", NOW, 1, 0)
     store.queue_sample_record("other", NOW, 1, 0)
@@ -179,7 +179,7 @@ def test_queue_samples_older_than_a_week_are_trimmed(db_alias: str) -> None:
 
 
 def test_queue_samples_since_are_oldest_first_from_the_minute_of_since(db_alias: str) -> None:
-    store = JobIndexStore(db_alias)
+    store = stores_for(db_alias).index
     for minutes, queued in [(2, 30), (0, 10), (-1, 0), (1, 20)]:
         store.queue_sample_record("ns", MINUTE_START + minutes * MINUTE_MS + 5_000, queued, 1)
 

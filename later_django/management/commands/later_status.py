@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from later_django.overview import LIVE_WORKER_MS, Overview, read_overview
+from later_django.overview import LIVE_WORKER_MS, Overview, TopicFigure, read_overview
 
 DEFAULT_MAX_AGE_SECONDS = 300.0
 
@@ -54,85 +54,99 @@ def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
 def render_text(overview: Overview) -> str:
     """The human-readable report."""
     lines = [f"later_django: namespace {overview.namespace!r} on database {overview.using!r}", ""]
-    lines += _table(
-        ["stage", "jobs", "moves (last minute)"],
-        [[f.stage, f.count, overview.transitions.get(f.stage, 0)] for f in overview.stages],
-    )
-    lines += ["", "queues:"]
-    if overview.queues:
-        lines += _table(
-            ["queue", "ready", "oldest ready (s)"],
-            [
-                [
-                    q.queue_name,
-                    q.ready,
-                    "-" if q.oldest_ready_age_ms is None else f"{q.oldest_ready_age_ms / 1000:.1f}",
-                ]
-                for q in overview.queues
-            ],
-        )
-    else:
-        lines.append("  none")
-    lines += ["", "workers:"]
-    if overview.workers:
-        lines += _table(
-            ["host", "pid", "concurrency", "busy", "queues", "last heartbeat"],
-            [
-                [w.host, w.pid, w.concurrency, w.busy, ",".join(w.queues), _time(w.heartbeat_at_ms)]
-                for w in overview.workers
-            ],
-        )
-    else:
-        lines.append("  none live")
-    lines += ["", "partitions:"]
-    if overview.topics:
-        for topic in overview.topics:
-            lines.append(f"  topic {topic.topic} ({topic.partitions} partitions)")
-            rows = [
-                [
-                    p.partition_id,
-                    p.head_job_id or "-",
-                    p.head_stage or "-",
-                    p.backlog,
-                    p.lease_owner or "-",
-                    "-" if p.epoch is None else p.epoch,
-                    "yes" if p.blocked else "no",
-                ]
-                for p in topic.shown
-            ]
-            if rows:
-                lines += [
-                    "  " + line
-                    for line in _table(
-                        ["partition", "head", "stage", "backlog", "owner", "epoch", "blocked"],
-                        rows,
-                    )
-                ]
-            if topic.not_shown:
-                lines.append(f"  ... {topic.not_shown} more active partitions")
-    else:
-        lines.append("  none configured")
-    lines += ["", "recurring:"]
-    if overview.recurring:
-        lines += _table(
-            ["id", "cron", "task", "next run", "last run", "sequential"],
-            [
-                [
-                    r.recurring_id,
-                    r.cron,
-                    r.task_path,
-                    _time(r.next_run_ms),
-                    _time(r.last_run_ms),
-                    "yes" if r.sequential else "no",
-                ]
-                for r in overview.recurring
-            ],
-        )
-    else:
-        lines.append("  none configured")
+    lines += _stage_lines(overview)
+    lines += ["", "queues:", *_queue_lines(overview)]
+    lines += ["", "workers:", *_worker_lines(overview)]
+    lines += ["", "partitions:", *_partition_lines(overview)]
+    lines += ["", "recurring:", *_recurring_lines(overview)]
     size = overview.db_size_bytes
     lines += ["", f"database size: {'unknown' if size is None else f'{size:,} bytes'}"]
     return "\n".join(lines)
+
+
+def _stage_lines(overview: Overview) -> list[str]:
+    return _table(
+        ["stage", "jobs", "moves (last minute)"],
+        [[f.stage, f.count, overview.transitions.get(f.stage, 0)] for f in overview.stages],
+    )
+
+
+def _queue_lines(overview: Overview) -> list[str]:
+    if not overview.queues:
+        return ["  none"]
+    return _table(
+        ["queue", "ready", "oldest ready (s)"],
+        [
+            [
+                q.queue_name,
+                q.ready,
+                "-" if q.oldest_ready_age_ms is None else f"{q.oldest_ready_age_ms / 1000:.1f}",
+            ]
+            for q in overview.queues
+        ],
+    )
+
+
+def _worker_lines(overview: Overview) -> list[str]:
+    if not overview.workers:
+        return ["  none live"]
+    return _table(
+        ["host", "pid", "concurrency", "busy", "queues", "last heartbeat"],
+        [
+            [w.host, w.pid, w.concurrency, w.busy, ",".join(w.queues), _time(w.heartbeat_at_ms)]
+            for w in overview.workers
+        ],
+    )
+
+
+def _partition_lines(overview: Overview) -> list[str]:
+    if not overview.topics:
+        return ["  none configured"]
+    lines = []
+    for topic in overview.topics:
+        lines.append(f"  topic {topic.topic} ({topic.partitions} partitions)")
+        if topic.shown:
+            lines += ["  " + line for line in _partition_table(topic)]
+        if topic.not_shown:
+            lines.append(f"  ... {topic.not_shown} more active partitions")
+    return lines
+
+
+def _partition_table(topic: TopicFigure) -> list[str]:
+    return _table(
+        ["partition", "head", "stage", "backlog", "owner", "epoch", "blocked"],
+        [
+            [
+                p.partition_id,
+                p.head_job_id or "-",
+                p.head_stage or "-",
+                p.backlog,
+                p.lease_owner or "-",
+                "-" if p.epoch is None else p.epoch,
+                "yes" if p.blocked else "no",
+            ]
+            for p in topic.shown
+        ],
+    )
+
+
+def _recurring_lines(overview: Overview) -> list[str]:
+    if not overview.recurring:
+        return ["  none configured"]
+    return _table(
+        ["id", "cron", "task", "next run", "last run", "sequential"],
+        [
+            [
+                r.recurring_id,
+                r.cron,
+                r.task_path,
+                _time(r.next_run_ms),
+                _time(r.last_run_ms),
+                "yes" if r.sequential else "no",
+            ]
+            for r in overview.recurring
+        ],
+    )
 
 
 class Command(BaseCommand):
