@@ -35,6 +35,7 @@ class DjangoStorage(KeyValueStore, UpkeepStore, JobIndexStore, ExecutionStore, S
     def __init__(self, using: str = "default") -> None:
         AliasBound.__init__(self, using)
         KeyValueStore.__init__(self, driver_for(using))
+        UpkeepStore.__init__(self, driver_for(using))
 
     def apply_with_job_index(
         self,

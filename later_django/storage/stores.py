@@ -79,7 +79,7 @@ def stores_for(using: str) -> Stores:
         driver=driver,
         kv=KeyValueStore(driver),
         index=JobIndexStore(using),
-        upkeep=UpkeepStore(using),
+        upkeep=UpkeepStore(driver),
         executions=ExecutionStore(using),
         queue=SqlDeliveryQueue(using),
         partitions=PartitionStore(using),
