@@ -34,8 +34,7 @@ from later_django.core.keys import RESERVED_PREFIX
 from later_django.core.stages import FINISHED_STAGES, LIVE_STAGES
 from later_django.storage.db import SqlRunner, Statements
 from later_django.storage.django import DjangoStorage
-from later_django.storage.execution import WorkerRow
-from later_django.storage.types import JobIndexWaitStats, QueueSample
+from later_django.storage.types import JobIndexWaitStats, QueueSample, WorkerRow
 
 #: Every stage, in the order the dashboard shows them.
 STAGES: tuple[str, ...] = LIVE_STAGES + FINISHED_STAGES

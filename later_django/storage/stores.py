@@ -80,7 +80,7 @@ def stores_for(using: str) -> Stores:
         kv=KeyValueStore(driver),
         index=JobIndexStore(using),
         upkeep=UpkeepStore(driver),
-        executions=ExecutionStore(using),
+        executions=ExecutionStore(driver),
         queue=SqlDeliveryQueue(using),
         partitions=PartitionStore(using),
         log=LogStore(using),

@@ -18,8 +18,8 @@ from django.db import close_old_connections, connections
 
 from later_django.core.clock import now_ms
 from later_django.storage.django import DjangoStorage
-from later_django.storage.execution import WorkerRow
 from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.types import WorkerRow
 
 logger = logging.getLogger("later_django.worker")
 

@@ -60,9 +60,9 @@ from later_django.engine.results import task_result
 from later_django.engine.topics import register_configured_topics
 from later_django.maintenance.framework import PassRunner
 from later_django.storage.django import DjangoStorage
-from later_django.storage.execution import WorkerRow
 from later_django.storage.partitions import PartitionStore
 from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.types import WorkerRow
 from later_django.worker.bell import Bell
 from later_django.worker.heartbeat import Heartbeat
 from later_django.worker.partitions import PartitionAssignment

@@ -15,9 +15,8 @@ from later_django.core.clock import MINUTE_MS, minute_bucket, now_ms
 from later_django.core.keys import pass_lease_key
 from later_django.maintenance import PassContext, passes
 from later_django.storage.django import DjangoStorage
-from later_django.storage.execution import WorkerRow
 from later_django.storage.queue import SqlDeliveryQueue
-from later_django.storage.types import JobIndexRow, RangeAdd, Set
+from later_django.storage.types import JobIndexRow, RangeAdd, Set, WorkerRow
 from tests.engine import tasks
 from tests.maintenance.conftest import NAMESPACE, execute, fetch, make_runner
 
