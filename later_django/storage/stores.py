@@ -81,7 +81,7 @@ def stores_for(using: str) -> Stores:
         index=JobIndexStore(using),
         upkeep=UpkeepStore(driver),
         executions=ExecutionStore(driver),
-        queue=SqlDeliveryQueue(using),
+        queue=SqlDeliveryQueue(driver),
         partitions=PartitionStore(using),
         log=LogStore(using),
     )
