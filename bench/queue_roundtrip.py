@@ -36,9 +36,9 @@ PUBLISH_BATCH = 1_000
 
 def consume(owner: str) -> int:
     """Claims and acks until a claim comes back empty twice; returns messages acked."""
-    from later_django.storage.queue import SqlDeliveryQueue
+    from later_django.storage.stores import stores_for
 
-    queue = SqlDeliveryQueue("default")
+    queue = stores_for("default").queue
     acked, empty = 0, 0
     while empty < 2:
         batch = queue.claim(NAMESPACE, [QUEUE], owner, lease_ms=30_000)
@@ -68,9 +68,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="later-bench-") as directory:
         sqlite_path = str(Path(directory) / "queue.sqlite3")
         configure_django(args.db, sqlite_path, rebuild_tables=True)
-        from later_django.storage.queue import SqlDeliveryQueue
+        from later_django.storage.stores import stores_for
 
-        queue = SqlDeliveryQueue("default")
+        queue = stores_for("default").queue
         started = time.perf_counter()
         for start in range(0, messages, PUBLISH_BATCH):
             count = min(PUBLISH_BATCH, messages - start)

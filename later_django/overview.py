@@ -41,9 +41,8 @@ from later_django.storage.dashboard import (
     PartitionKey,
     PartitionLeaseRow,
 )
-from later_django.storage.execution import WorkerRow
 from later_django.storage.stores import stores_for
-from later_django.storage.types import JobIndexWaitStats, QueueSample
+from later_django.storage.types import JobIndexWaitStats, QueueSample, WorkerRow
 
 #: Every stage, in the order the dashboard shows them.
 STAGES: tuple[str, ...] = LIVE_STAGES + FINISHED_STAGES

@@ -26,13 +26,13 @@ from later_django.engine.promotion import promote_due
 from later_django.engine.recurring_pass import recurring_pass, recurring_wanted
 from later_django.maintenance.framework import MaintenancePass, PassContext, register_pass
 from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from later_django.storage.types import WalCheckpoint
 from later_django.storage.upkeep import (
     WAL_CHECK_INTERVAL_MS,
     WAL_CHECKPOINT_FRAMES,
     WAL_RETRY_AFTER_BUSY_MS,
     WAL_TRUNCATE_WAIT_MS,
-    UpkeepStore,
 )
 
 logger = logging.getLogger("later_django.maintenance")
@@ -108,7 +108,7 @@ def checkpoint_wal(context: PassContext) -> int:
     Does nothing on PostgreSQL (the pass is not even leased there)."""
     if not is_sqlite(context):
         return 0
-    outcome = UpkeepStore(context.using).checkpoint_wal_above(
+    outcome = stores_for(context.using).upkeep.checkpoint_wal_above(
         WAL_CHECKPOINT_FRAMES, WAL_TRUNCATE_WAIT_MS
     )
     if outcome is WalCheckpoint.TRUNCATED:
@@ -136,7 +136,7 @@ def vacuum(context: PassContext) -> int:
     it to autovacuum. Returns 1 when it vacuumed."""
     if not is_sqlite(context):
         return 0
-    UpkeepStore(context.using).vacuum()
+    stores_for(context.using).upkeep.vacuum()
     return 1
 
 

@@ -139,13 +139,10 @@ class Storage(ABC):
         """
 
     @abstractmethod
-    def checkpoint_wal(self) -> WalCheckpoint:
-        """Keeps SQLite's write-ahead log from growing without bound (no-op elsewhere).
-
-        Cheap when called often: it checks the log at most every 5 s; above
-        32,768 frames it runs a passive then a truncating checkpoint that waits
-        at most 15 s for readers, and after giving up waits 15 s before trying
-        again.
+    def checkpoint_wal_above(self, frames: int, truncate_wait_ms: int) -> WalCheckpoint:
+        """Keeps SQLite's write-ahead log from growing without bound (``NOT_APPLICABLE``
+        elsewhere): a passive checkpoint, then a truncating one that waits at most
+        ``truncate_wait_ms`` for readers when the log holds ``frames`` frames or more.
         """
 
     @abstractmethod

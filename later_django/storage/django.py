@@ -36,6 +36,8 @@ class DjangoStorage(KeyValueStore, UpkeepStore, JobIndexStore, ExecutionStore, S
         AliasBound.__init__(self, using)
         KeyValueStore.__init__(self, driver_for(using))
         JobIndexStore.__init__(self, driver_for(using))
+        UpkeepStore.__init__(self, driver_for(using))
+        ExecutionStore.__init__(self, driver_for(using))
 
     def apply_with_job_index(
         self,

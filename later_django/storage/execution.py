@@ -1,4 +1,4 @@
-"""Execution leases and worker heartbeats on a Django connection.
+"""Execution leases and worker heartbeats on one driver's connection.
 
 ``later_job_execution`` holds one row per running job: who runs it and until
 when the lease holds. A worker renews the leases of its running jobs while
@@ -11,38 +11,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from later_django.storage.db import AliasBound, SqlRunner
-from later_django.storage.sql.execution import EXECUTION_SQL
+from later_django.storage.driver import Driver
+from later_django.storage.queries.executions import ExecutionQueries
+from later_django.storage.types import ExecutionLease, WorkerRow
 
 
-@dataclass(frozen=True)
-class ExecutionLease:
-    job_id: str
-    owner: str
-    lease_until_ms: int
+def lease_rows(leases: Sequence[tuple[str, int, int]]) -> list[dict[str, Any]]:
+    """The rows of ``ExecutionQueries.lease_insert_many`` for ``(job_id, lease_until_ms,
+    attempt)`` leases, in job id order (the lock order of concurrent batches)."""
+    return [
+        {"job_id": job_id, "lease_until": until, "attempt": attempt}
+        for job_id, until, attempt in sorted(leases)
+    ]
 
 
-@dataclass(frozen=True)
-class WorkerRow:
-    worker_id: str
-    host: str
-    pid: int
-    concurrency: int
-    queues: list[str]
-    busy: int
-    started_at_ms: int
-    heartbeat_at_ms: int
+class ExecutionStore:
+    """Leases of running jobs and heartbeats of worker processes, on one driver's connection."""
 
-
-class ExecutionStore(AliasBound):
-    """Leases of running jobs and heartbeats of worker processes, on the alias ``using``."""
-
-    @property
-    def _execution_sql(self) -> SqlRunner:
-        return SqlRunner(self.using, EXECUTION_SQL)
+    def __init__(self, driver: Driver) -> None:
+        self._driver = driver
+        # Not ``_q``: DjangoStorage mixes this store with KeyValueStore, which holds its own.
+        self._execution_queries = driver.queries(ExecutionQueries)
 
     def lease_acquire_many(
         self,
@@ -52,22 +43,12 @@ class ExecutionStore(AliasBound):
         leases: Sequence[tuple[str, int, int]],
     ) -> None:
         """Writes ``(job_id, lease_until_ms, attempt)`` leases for ``owner`` in one
-        statement, replacing any earlier (lapsed) holder's row."""
-        if not leases:
-            return
-        runner = self._execution_sql
-        if runner.vendor == "postgresql":
-            with runner.cursor() as cursor:
-                cursor.execute(*self.lease_acquire_part(namespace, owner, started_at_ms, leases))
-        else:
-            ordered = sorted(leases)
-            runner.execute_values(
-                "lease_insert_many",
-                [
-                    [namespace, job_id, owner, until, attempt, started_at_ms]
-                    for job_id, until, attempt in ordered
-                ],
-            )
+        statement (SQLite: one per chunk of its bound-variable limit, in one
+        transaction), replacing any earlier (lapsed) holder's row."""
+        shared = {"namespace": namespace, "owner": owner, "started_at": started_at_ms}
+        self._driver.execute_rows(
+            self._execution_queries.lease_insert_many, lease_rows(leases), shared
+        )
 
     def lease_acquire_part(
         self,
@@ -75,23 +56,23 @@ class ExecutionStore(AliasBound):
         owner: str,
         started_at_ms: int,
         leases: Sequence[tuple[str, int, int]],
-    ) -> tuple[str, list[Any]]:
-        """PostgreSQL: the statement and parameters of ``lease_acquire_many``."""
-        ordered = sorted(leases)
-        return self._execution_sql.sql("lease_insert_many"), [
-            namespace,
-            owner,
-            started_at_ms,
-            [job_id for job_id, _, _ in ordered],
-            [until for _, until, _ in ordered],
-            [attempt for _, _, attempt in ordered],
-        ]
+    ) -> tuple[str, dict[str, Any]]:
+        """The statement and parameters of ``lease_acquire_many`` (a combined write's part)."""
+        shared = {"namespace": namespace, "owner": owner, "started_at": started_at_ms}
+        return self._driver.rows_part(
+            self._execution_queries.lease_insert_many, lease_rows(leases), shared
+        )
 
     def lease_release_part(
         self, namespace: str, owner: str, job_ids: Sequence[str]
-    ) -> tuple[str, list[Any]]:
-        """PostgreSQL: the statement and parameters of ``lease_release_many``."""
-        return self._execution_sql.sql("lease_delete_many"), [namespace, owner, sorted(job_ids)]
+    ) -> tuple[str, dict[str, Any]]:
+        """The statement and parameters of ``lease_release_many`` (a combined write's part)."""
+        return self._execution_queries.lease_delete_many, self._owned(namespace, owner, job_ids)
+
+    def _owned(self, namespace: str, owner: str, job_ids: Sequence[str]) -> dict[str, Any]:
+        """The parameters naming ``owner``'s leases of ``job_ids`` (in key order)."""
+        job_id_list = self._driver.list_param(sorted(job_ids))
+        return {"namespace": namespace, "owner": owner, "job_ids": job_id_list}
 
     def lease_renew(
         self, namespace: str, owner: str, job_ids: Sequence[str], lease_until_ms: int
@@ -99,50 +80,49 @@ class ExecutionStore(AliasBound):
         """Extends ``owner``'s leases; returns the job ids it still holds."""
         if not job_ids:
             return []
-        runner = self._execution_sql
-        rows = runner.fetch_all(
-            "lease_renew",
-            [lease_until_ms, namespace, owner, runner.list_param(sorted(job_ids))],
-        )
+        params = {**self._owned(namespace, owner, job_ids), "lease_until": lease_until_ms}
+        rows = self._driver.fetch_all(self._execution_queries.lease_renew, params)
         return [job_id for (job_id,) in rows]
 
     def lease_release_many(self, namespace: str, owner: str, job_ids: Sequence[str]) -> int:
         """Deletes ``owner``'s leases of ``job_ids``; returns how many it held."""
         if not job_ids:
             return 0
-        runner = self._execution_sql
-        return runner.execute(
-            "lease_delete_many", [namespace, owner, runner.list_param(sorted(job_ids))]
+        return self._driver.execute(
+            self._execution_queries.lease_delete_many, self._owned(namespace, owner, job_ids)
         )
 
     def lease_get_many(self, namespace: str, job_ids: Sequence[str]) -> dict[str, ExecutionLease]:
         """The current lease rows of ``job_ids`` (lapsed ones included)."""
         if not job_ids:
             return {}
-        runner = self._execution_sql
-        rows = runner.fetch_all("lease_get_many", [namespace, runner.list_param(list(job_ids))])
+        params = {"namespace": namespace, "job_ids": self._driver.list_param(list(job_ids))}
+        rows = self._driver.fetch_all(self._execution_queries.lease_get_many, params)
         return {job_id: ExecutionLease(job_id, owner, int(until)) for job_id, owner, until in rows}
 
     def worker_heartbeat(self, namespace: str, worker: WorkerRow) -> None:
         """Creates or refreshes the worker's row (``busy`` and ``heartbeat_at``)."""
-        self._execution_sql.execute(
-            "worker_heartbeat",
-            [
-                namespace,
-                worker.worker_id,
-                worker.host,
-                worker.pid,
-                worker.concurrency,
-                json.dumps(worker.queues),
-                worker.busy,
-                worker.started_at_ms,
-                worker.heartbeat_at_ms,
-            ],
+        self._driver.execute(
+            self._execution_queries.worker_heartbeat,
+            {
+                "namespace": namespace,
+                "worker_id": worker.worker_id,
+                "host": worker.host,
+                "pid": worker.pid,
+                "concurrency": worker.concurrency,
+                "queues": json.dumps(worker.queues),
+                "busy": worker.busy,
+                "started_at": worker.started_at_ms,
+                "heartbeat_at": worker.heartbeat_at_ms,
+            },
         )
 
     def worker_remove(self, namespace: str, worker_id: str) -> None:
         """Deletes the worker's row (a graceful exit)."""
-        self._execution_sql.execute("worker_remove", [namespace, worker_id])
+        self._driver.execute(
+            self._execution_queries.worker_remove,
+            {"namespace": namespace, "worker_id": worker_id},
+        )
 
     def worker_purge_dead(self, namespace: str, heartbeat_before_ms: int, limit: int) -> int:
         """Deletes up to ``limit`` worker rows whose last heartbeat is before
@@ -150,8 +130,9 @@ class ExecutionStore(AliasBound):
         beats every third of its lease, so a cut-off far behind that is dead."""
         if limit <= 0:
             return 0
-        return self._execution_sql.execute(
-            "worker_purge_dead", [namespace, heartbeat_before_ms, limit, heartbeat_before_ms]
+        return self._driver.execute(
+            self._execution_queries.worker_purge_dead,
+            {"namespace": namespace, "before": heartbeat_before_ms, "limit": limit},
         )
 
     def lease_purge_dead(self, namespace: str, lapsed_before_ms: int, limit: int) -> int:
@@ -162,13 +143,17 @@ class ExecutionStore(AliasBound):
         because the next start of that job names the lost worker from it."""
         if limit <= 0:
             return 0
-        return self._execution_sql.execute(
-            "lease_purge_dead", [namespace, lapsed_before_ms, limit, lapsed_before_ms]
+        return self._driver.execute(
+            self._execution_queries.lease_purge_dead,
+            {"namespace": namespace, "before": lapsed_before_ms, "limit": limit},
         )
 
     def workers_live(self, namespace: str, heartbeat_after_ms: int) -> list[WorkerRow]:
         """Workers whose last heartbeat is after ``heartbeat_after_ms``."""
-        rows = self._execution_sql.fetch_all("workers_live", [namespace, heartbeat_after_ms])
+        rows = self._driver.fetch_all(
+            self._execution_queries.workers_live,
+            {"namespace": namespace, "after": heartbeat_after_ms},
+        )
         return [
             WorkerRow(
                 worker_id=worker_id,

@@ -1,12 +1,12 @@
 """``SqlDeliveryQueue``: the leased delivery queue in ``later_delivery_queue``.
 
-Every method is one statement on the connection of its alias, so it joins the
+Every method is one statement on its driver's connection, so it joins the
 caller's transaction when there is one (a published message commits with the
-caller's data) and runs in autocommit otherwise. The exceptions: SQLite's claim
-runs in ``transaction.atomic`` (``BEGIN IMMEDIATE`` with the recommended
-``transaction_mode``, or a savepoint inside the caller's transaction), and a
-SQLite publish larger than the bound-variable limit is split into chunks inside
-one ``atomic`` block.
+caller's data) and runs in autocommit otherwise. The exceptions: a claim runs
+in the driver's ``write_transaction`` (SQLite: ``BEGIN IMMEDIATE`` with the
+recommended ``transaction_mode``, or a savepoint inside the caller's
+transaction), and a SQLite publish larger than the bound-variable limit is
+split into chunks inside one ``atomic`` block.
 
 Depth is never counted here: triggers keep ``later_queue_depth`` exact (see
 migration ``0002``) and :meth:`SqlDeliveryQueue.depth` sums its shards.
@@ -17,13 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import transaction
-
 from later_django.core.clock import now_ms
 from later_django.core.keys import RESERVED_PREFIX
 from later_django.storage.contract import DeliveryQueue
-from later_django.storage.db import AliasBound, SqlRunner, as_bytes
-from later_django.storage.sql.queue import QUEUE_SQL, WAKE_CHANNEL
+from later_django.storage.driver import Driver, as_bytes
+from later_django.storage.queries.queue import WAKE_CHANNEL, QueueQueries
 from later_django.storage.types import ClaimedMessage
 
 #: django.tasks' priority range; higher is claimed first.
@@ -31,8 +29,8 @@ MIN_PRIORITY = -100
 MAX_PRIORITY = 100
 
 
-class SqlDeliveryQueue(AliasBound, DeliveryQueue):
-    """The :class:`DeliveryQueue` contract for SQLite and PostgreSQL on the alias ``using``.
+class SqlDeliveryQueue(DeliveryQueue):
+    """The :class:`DeliveryQueue` contract for SQLite and PostgreSQL on one driver.
 
     Invariants: a message is ready when due and either unleased or its lease
     has lapsed; claims take ready messages by ``priority`` (highest first) then
@@ -40,9 +38,14 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
     nack a message, so a consumer whose lease was taken over changes nothing.
     """
 
-    def __init__(self, using: str = "default") -> None:
-        super().__init__(using)
-        self._sql = SqlRunner(using, QUEUE_SQL)
+    def __init__(self, driver: Driver) -> None:
+        self._driver = driver
+        self._q = driver.queries(QueueQueries)
+
+    @property
+    def using(self) -> str:
+        """The database alias of the queue's table."""
+        return self._driver.using
 
     # --- publish ---
 
@@ -69,18 +72,16 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         later time defers the messages. Raises ``ValueError`` for an empty
         ``queue_name`` or a ``priority`` outside -100..100, before writing anything.
         """
-        params: list[Any] = _publish_params(
-            namespace, queue_name, payloads, priority, available_at_ms
-        )
-        namespace, queue_name, priority, available_at, blobs = params
-        if not blobs:
+        rows, shared = _publish_rows(namespace, queue_name, payloads, priority, available_at_ms)
+        if not rows:
             return []
-        if self._sql.vendor == "postgresql":
-            if notify is not None:
-                params.append(notify)
-            rows = self._sql.fetch_all("publish_notify" if notify else "publish", params)
-            return sorted(row[0] for row in rows)
-        return self._publish_sqlite(namespace, queue_name, blobs, priority, available_at)
+        statement = self._q.publish
+        if notify is not None:
+            statement = self._q.publish_notify
+            shared.update(channel=WAKE_CHANNEL, notify=notify)
+        returned = self._driver.execute_rows(statement, rows, shared, returning=True)
+        # RETURNING order is unspecified; sequences grow in payload order.
+        return sorted(row[0] for row in returned)
 
     def publish_part(
         self,
@@ -89,39 +90,24 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         payloads: Sequence[bytes],
         priority: int = 0,
         available_at_ms: int | None = None,
-    ) -> tuple[str, list[Any]]:
-        """PostgreSQL: the statement and parameters of ``publish`` (validated alike)."""
-        return self._sql.sql("publish"), _publish_params(
-            namespace, queue_name, payloads, priority, available_at_ms
-        )
+    ) -> tuple[str, dict[str, Any]]:
+        """The statement and parameters of ``publish`` (validated alike; a combined
+        write's part, so at least one payload)."""
+        rows, shared = _publish_rows(namespace, queue_name, payloads, priority, available_at_ms)
+        return self._driver.rows_part(self._q.publish, rows, shared)
 
     def wake_tail(self, namespace: str) -> tuple[str, dict[str, Any]]:
-        """PostgreSQL: the final ``SELECT`` of a combined write that wakes the workers
+        """The final ``SELECT`` of a combined write (PostgreSQL) that wakes the workers
         listening on ``WAKE_CHANNEL`` (delivered at commit) for ``namespace``."""
-        return "SELECT pg_notify(%(channel)s, %(namespace)s)", {
-            "channel": WAKE_CHANNEL,
-            "namespace": namespace,
-        }
+        return self._q.wake_tail, {"channel": WAKE_CHANNEL, "namespace": namespace}
 
-    def ack_part(self, owner: str, sequences: Sequence[int]) -> tuple[str, list[Any]]:
-        """PostgreSQL: the statement and parameters of ``ack``."""
-        return self._sql.sql("ack"), [owner, _sequences(sequences)]
+    def ack_part(self, owner: str, sequences: Sequence[int]) -> tuple[str, dict[str, Any]]:
+        """The statement and parameters of ``ack`` (a combined write's part)."""
+        return self._q.ack, self._owned(owner, _sequences(sequences))
 
-    def _publish_sqlite(
-        self,
-        namespace: str,
-        queue_name: str,
-        blobs: list[bytes],
-        priority: int,
-        available_at: int,
-    ) -> list[int]:
-        rows = self._sql.execute_values(
-            "publish",
-            [[namespace, queue_name, blob, priority, available_at] for blob in blobs],
-            returning=True,
-        )
-        # RETURNING order is unspecified; sequences grow in VALUES order.
-        return sorted(row[0] for row in rows)
+    def _owned(self, owner: str, wanted: list[int]) -> dict[str, Any]:
+        """The parameters naming ``owner``'s leases of ``wanted`` (from :func:`_sequences`)."""
+        return {"owner": owner, "sequences": self._driver.list_param(wanted)}
 
     # --- claim ---
 
@@ -147,29 +133,18 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         _check_positive("lease_ms", lease_ms)
         _check_positive("batch_size", batch_size)
         now = now_ms()
-        lease_until = now + lease_ms
-        if self._sql.vendor == "postgresql":
-            rows = self._sql.fetch_all(
-                "claim", [namespace, names, now, batch_size, owner, lease_until]
-            )
-        else:
-            with transaction.atomic(using=self.using):
-                rows = self._sql.fetch_all(
-                    "claim",
-                    [
-                        namespace,
-                        self._sql.list_param(names),
-                        now,
-                        now,
-                        batch_size,
-                        owner,
-                        lease_until,
-                        batch_size,
-                        batch_size,
-                    ],
-                )
+        params = {
+            "namespace": namespace,
+            "queue_names": self._driver.list_param(names),
+            "now": now,
+            "batch_size": batch_size,
+            "owner": owner,
+            "lease_until": now + lease_ms,
+        }
+        with self._driver.write_transaction():
+            rows = self._driver.fetch_all(self._q.claim, params)
         messages = [_claimed_message(row) for row in rows]
-        # Neither vendor promises RETURNING order.
+        # RETURNING order is unspecified on both databases.
         messages.sort(key=lambda message: (-message.priority, message.sequence))
         return messages
 
@@ -177,11 +152,12 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         """Whether a claim would find a message now: a read that takes no write lock
         (idle SQLite workers ask this before they claim)."""
         names = _check_queue_names(queue_names)
-        now = now_ms()
-        return (
-            self._sql.fetch_one("has_ready", [namespace, self._sql.list_param(names), now, now])
-            is not None
-        )
+        params = {
+            "namespace": namespace,
+            "queue_names": self._driver.list_param(names),
+            "now": now_ms(),
+        }
+        return self._driver.fetch_one(self._q.has_ready, params) is not None
 
     # --- the owner's lease ---
 
@@ -193,9 +169,8 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         wanted = _sequences(sequences)
         if not wanted:
             return []
-        rows = self._sql.fetch_all(
-            "renew", [now_ms() + lease_ms, owner, self._sql.list_param(wanted)]
-        )
+        params = {**self._owned(owner, wanted), "lease_until": now_ms() + lease_ms}
+        rows = self._driver.fetch_all(self._q.renew, params)
         return sorted(row[0] for row in rows)
 
     def ack(self, owner: str, sequences: Sequence[int]) -> int:
@@ -204,7 +179,7 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         wanted = _sequences(sequences)
         if not wanted:
             return 0
-        return self._sql.execute("ack", [owner, self._sql.list_param(wanted)])
+        return self._driver.execute(self._q.ack, self._owned(owner, wanted))
 
     def nack(self, owner: str, sequences: Sequence[int], delay_ms: int = 0) -> int:
         """Hands the messages ``owner`` still leases back, ready again at now + ``delay_ms``;
@@ -214,7 +189,8 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         wanted = _sequences(sequences)
         if not wanted:
             return 0
-        return self._sql.execute("nack", [now_ms() + delay_ms, owner, self._sql.list_param(wanted)])
+        params = {**self._owned(owner, wanted), "available_at": now_ms() + delay_ms}
+        return self._driver.execute(self._q.nack, params)
 
     # --- depth ---
 
@@ -227,30 +203,43 @@ class SqlDeliveryQueue(AliasBound, DeliveryQueue):
         or reconciled.
         """
         if queue_name is None:
-            row = self._sql.fetch_one(
-                "depth_of_namespace",
-                [namespace, len(RESERVED_PREFIX), RESERVED_PREFIX],
+            row = self._driver.fetch_one(
+                self._q.depth_of_namespace,
+                {
+                    "namespace": namespace,
+                    "prefix_length": len(RESERVED_PREFIX),
+                    "prefix": RESERVED_PREFIX,
+                },
             )
         else:
-            row = self._sql.fetch_one("depth_of_queue", [namespace, queue_name])
+            row = self._driver.fetch_one(
+                self._q.depth_of_queue, {"namespace": namespace, "queue_name": queue_name}
+            )
         # PostgreSQL sums bigint into numeric; a negative total cannot be a depth.
         return max(0, int(row[0])) if row else 0
 
 
-def _publish_params(
+def _publish_rows(
     namespace: str,
     queue_name: str,
     payloads: Sequence[bytes],
     priority: int,
     available_at_ms: int | None,
-) -> list[Any]:
-    """``[namespace, queue_name, priority, available_at, blobs]`` for a publish, after
-    the checks (``ValueError`` for an empty queue name or a priority out of range)."""
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows (one per payload, in payload order) and shared parameters of a publish,
+    after the checks (``ValueError`` for an empty queue name or a priority out of
+    range, ``TypeError`` for a payload that is not bytes)."""
     _check_queue_name(queue_name)
     _check_priority(priority)
-    blobs = [_payload_bytes(payload) for payload in payloads]
+    rows = [{"payload": _payload_bytes(payload)} for payload in payloads]
     available_at = now_ms() if available_at_ms is None else _int("available_at_ms", available_at_ms)
-    return [namespace, queue_name, priority, available_at, blobs]
+    shared = {
+        "namespace": namespace,
+        "queue_name": queue_name,
+        "priority": priority,
+        "available_at": available_at,
+    }
+    return rows, shared
 
 
 def _claimed_message(row: Sequence[Any]) -> ClaimedMessage:

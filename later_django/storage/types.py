@@ -178,6 +178,32 @@ class WalCheckpoint(enum.Enum):
     SKIPPED = "skipped"  # checked too recently, or backing off after giving up
 
 
+# --- Execution leases and worker heartbeats ---
+
+
+@dataclass(frozen=True)
+class ExecutionLease:
+    """Who runs ``job_id`` and until when (``later_job_execution``)."""
+
+    job_id: str
+    owner: str
+    lease_until_ms: int
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """One live worker process, as its heartbeat last wrote it (``later_worker``)."""
+
+    worker_id: str
+    host: str
+    pid: int
+    concurrency: int
+    queues: list[str]
+    busy: int
+    started_at_ms: int
+    heartbeat_at_ms: int
+
+
 # --- The delivery queue ---
 
 

@@ -18,8 +18,8 @@ from django.db import close_old_connections, connections
 
 from later_django.core.clock import now_ms
 from later_django.storage.django import DjangoStorage
-from later_django.storage.execution import WorkerRow
-from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.stores import stores_for
+from later_django.storage.types import WorkerRow
 
 logger = logging.getLogger("later_django.worker")
 
@@ -54,7 +54,7 @@ class Heartbeat(threading.Thread):
         storage = DjangoStorage(self.using)
         if sequences:
             kept = set(
-                SqlDeliveryQueue(self.using).renew(self.worker.worker_id, sequences, self.lease_ms)
+                stores_for(self.using).queue.renew(self.worker.worker_id, sequences, self.lease_ms)
             )
             # A message being acknowledged meanwhile is not lost: only those the
             # process still holds, and is not finishing, count.

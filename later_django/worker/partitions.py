@@ -26,8 +26,8 @@ from later_django.conf import LaterSettings
 from later_django.core import rendezvous
 from later_django.core.clock import now_ms
 from later_django.engine.topics import configured_topics
-from later_django.storage.execution import ExecutionStore
 from later_django.storage.partitions import Partition, PartitionStore
+from later_django.storage.stores import stores_for
 
 logger = logging.getLogger("later_django.worker")
 
@@ -85,7 +85,9 @@ class PartitionAssignment:
         now = now_ms()
         live = [
             row.worker_id
-            for row in ExecutionStore(self.using).workers_live(self.namespace, now - self.lease_ms)
+            for row in stores_for(self.using).executions.workers_live(
+                self.namespace, now - self.lease_ms
+            )
         ]
         if self.worker_id not in live:
             live.append(self.worker_id)

@@ -60,9 +60,9 @@ from later_django.engine.results import task_result
 from later_django.engine.topics import register_configured_topics
 from later_django.maintenance.framework import PassRunner
 from later_django.storage.django import DjangoStorage
-from later_django.storage.execution import WorkerRow
 from later_django.storage.partitions import PartitionStore
-from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.stores import stores_for
+from later_django.storage.types import WorkerRow
 from later_django.worker.bell import Bell
 from later_django.worker.heartbeat import Heartbeat
 from later_django.worker.partitions import PartitionAssignment
@@ -419,7 +419,7 @@ class Worker:
         free = self._free_slots()
         if free <= 0:
             return 0
-        queue = SqlDeliveryQueue(self.using)
+        queue = stores_for(self.using).queue
         # SQLite: a read that takes no lock before the claim, which takes the write
         # lock; skipped right after a full batch, when more is most likely waiting.
         if (
@@ -478,7 +478,7 @@ class Worker:
         change); raises the database error and keeps them when it fails."""
         if not self._unstarted:
             return
-        handed = SqlDeliveryQueue(self.using).nack(self.worker_id, self._unstarted)
+        handed = stores_for(self.using).queue.nack(self.worker_id, self._unstarted)
         logger.info("handed back %d unstarted message(s)", handed)
         self._unstarted = []
 
@@ -608,7 +608,7 @@ class Worker:
         if storage.key_scan(start, stop, 1):
             promote_all_due(using=self.using, namespace=self.namespace)
             return False
-        return not SqlDeliveryQueue(self.using).has_ready(self.namespace, self.options.queues)
+        return not stores_for(self.using).queue.has_ready(self.namespace, self.options.queues)
 
     # --- stopping ---
 
@@ -634,7 +634,7 @@ class Worker:
             sequences, job_ids = self._held()
             logger.warning("shutdown timeout: handing back %d job(s) still running", len(sequences))
             try:
-                SqlDeliveryQueue(self.using).nack(self.worker_id, sequences)
+                stores_for(self.using).queue.nack(self.worker_id, sequences)
                 # Lapsed now rather than deleted: the next worker records the
                 # interrupted attempt under this worker's name.
                 DjangoStorage(self.using).lease_renew(

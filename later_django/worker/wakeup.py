@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import connections
 
-from later_django.storage.sql.queue import WAKE_CHANNEL
+from later_django.storage.queries.queue import WAKE_CHANNEL
 from later_django.worker.bell import Bell
 
 logger = logging.getLogger("later_django.worker")

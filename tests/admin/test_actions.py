@@ -12,7 +12,7 @@ from later_django.core.keys import children_key, due_key, job_key
 from later_django.core.records import decode_record, encode_record
 from later_django.overview import read_overview
 from later_django.storage.django import DjangoStorage
-from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.stores import stores_for
 from tests.admin.support import seed_jobs
 from tests.engine.support import result, run_burst
 
@@ -131,7 +131,7 @@ def test_deleting_a_queued_job_removes_record_and_queue_row(
     manager_client: Client, later_db: str
 ) -> None:
     seeded = seed_jobs()
-    queue = SqlDeliveryQueue(later_db)
+    queue = stores_for(later_db).queue
     rows, depth = queue_rows(later_db), queue.depth("default")
     response = manager_client.post(reverse("later_django:job_delete", args=[seeded.queued[0]]))
     assert response.status_code == 302

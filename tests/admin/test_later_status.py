@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from later_django.core.clock import now_ms
 from later_django.overview import STAGES, read_overview
 from later_django.storage.django import DjangoStorage
-from later_django.storage.execution import WorkerRow
+from later_django.storage.types import WorkerRow
 from tests.admin.support import seed_jobs
 from tests.engine import tasks
 

@@ -12,7 +12,7 @@ from django.tasks import TaskResultStatus
 
 from later_django.api import ParentNotFound, continue_with
 from later_django.storage.django import DjangoStorage
-from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import (
     NAMESPACE,
@@ -113,7 +113,7 @@ def test_a_child_added_after_its_parent_succeeded_is_enqueued_at_once(engine_db:
     storage = DjangoStorage(engine_db)
     assert child.status == TaskResultStatus.READY
     assert storage.job_index_get(NAMESPACE, child.id) is None  # the queue answers for it
-    assert SqlDeliveryQueue(engine_db).depth(NAMESPACE) == 1
+    assert stores_for(engine_db).queue.depth(NAMESPACE) == 1
     assert storage.job_index_stage_counts(NAMESPACE) == {"success": 1, "enqueued": 1}
     run_burst()
     assert result(child.id).return_value == 4
@@ -128,7 +128,7 @@ def test_a_child_on_success_added_after_its_parent_failed_fails_at_once(engine_d
 
     assert child.status == TaskResultStatus.FAILED
     assert f"parent {parent.id} failed" in result(child.id).errors[0].traceback
-    assert SqlDeliveryQueue(engine_db).depth(NAMESPACE) == 0
+    assert stores_for(engine_db).queue.depth(NAMESPACE) == 0
 
 
 def test_continue_with_an_unknown_parent_raises_and_writes_nothing(engine_db: str) -> None:
@@ -148,7 +148,7 @@ def test_a_caught_parent_not_found_leaves_the_callers_transaction_and_data_intac
 
     assert result(before.id).status == TaskResultStatus.READY
     assert result(after.id).status == TaskResultStatus.READY
-    assert SqlDeliveryQueue(engine_db).depth(NAMESPACE) == 2
+    assert stores_for(engine_db).queue.depth(NAMESPACE) == 2
 
 
 def test_continue_with_refuses_an_unknown_on(engine_db: str) -> None:

@@ -10,7 +10,7 @@ from django.tasks import TaskResultStatus
 from django.utils import timezone
 
 from later_django.storage.django import DjangoStorage
-from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst
 
@@ -27,7 +27,7 @@ def test_a_job_due_later_is_ready_and_delayed_and_not_run_before_it_is_due(
     storage = DjangoStorage(engine_db)
     assert storage.job_index_get(NAMESPACE, enqueued.id).stage == "delayed"
     assert storage.job_index_stage_counts(NAMESPACE) == {"delayed": 1}
-    assert SqlDeliveryQueue(engine_db).depth(NAMESPACE) == 0
+    assert stores_for(engine_db).queue.depth(NAMESPACE) == 0
 
     run_burst()
 

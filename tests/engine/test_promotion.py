@@ -21,8 +21,7 @@ from later_django.core.keys import due_scan_bounds
 from later_django.engine.promotion import PROMOTION_BATCH, promote_due
 from later_django.storage.django import DjangoStorage
 from later_django.storage.queries.kv import KvQueries
-from later_django.storage.queue import SqlDeliveryQueue
-from later_django.storage.stores import driver_for
+from later_django.storage.stores import driver_for, stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, row_counts
 
@@ -150,7 +149,7 @@ def test_promotion_reads_only_the_due_jobs_among_100_000_scheduled_later(
         "delayed": SCHEDULED_LATER,
         "enqueued": DUE,
     }
-    assert SqlDeliveryQueue(engine_db).depth(NAMESPACE) == DUE
+    assert stores_for(engine_db).queue.depth(NAMESPACE) == DUE
     assert promote_due(using=engine_db, namespace=NAMESPACE) == 0
 
 

@@ -17,7 +17,7 @@ from later_django.api import continue_with
 from later_django.conf import later_settings
 from later_django.engine.execution import Outcome, finish_batch, start_batch
 from later_django.storage.django import DjangoStorage
-from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished
 
@@ -75,7 +75,7 @@ def test_a_waiting_continuation_is_ready(engine_db: str) -> None:
 def test_a_started_job_is_running_with_its_start_time_and_worker(engine_db: str) -> None:
     enqueued = tasks.add.enqueue(20, 22)
     settings = later_settings()
-    messages = SqlDeliveryQueue(engine_db).claim(NAMESPACE, ["default"], WORKER, 30_000)
+    messages = stores_for(engine_db).queue.claim(NAMESPACE, ["default"], WORKER, 30_000)
     before_start = timezone.now()
 
     [started] = start_batch(

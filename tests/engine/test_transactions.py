@@ -13,7 +13,7 @@ from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 
 from later_django.api import continue_with, enqueue_many
-from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, no_rows, result, row_counts, run_burst
 
@@ -37,7 +37,7 @@ def test_a_rolled_back_enqueue_leaves_no_record_index_row_or_delivery_row(engine
         with pytest.raises(TaskResultDoesNotExist):
             result(job.id)
     assert row_counts(engine_db) == no_rows()
-    assert SqlDeliveryQueue(engine_db).depth(NAMESPACE) == 0
+    assert stores_for(engine_db).queue.depth(NAMESPACE) == 0
 
 
 def test_an_enqueued_job_is_invisible_to_other_connections_until_the_commit(
@@ -47,7 +47,7 @@ def test_an_enqueued_job_is_invisible_to_other_connections_until_the_commit(
 
     def look() -> None:
         try:
-            seen_before_commit.append(SqlDeliveryQueue(engine_db).has_ready(NAMESPACE, ["default"]))
+            seen_before_commit.append(stores_for(engine_db).queue.has_ready(NAMESPACE, ["default"]))
         finally:
             connections.close_all()
 
@@ -57,7 +57,7 @@ def test_an_enqueued_job_is_invisible_to_other_connections_until_the_commit(
         other.start()
         other.join(timeout=10)
     assert seen_before_commit == [False]
-    assert SqlDeliveryQueue(engine_db).has_ready(NAMESPACE, ["default"])
+    assert stores_for(engine_db).queue.has_ready(NAMESPACE, ["default"])
     assert result(enqueued.id).status == TaskResultStatus.READY
 
 

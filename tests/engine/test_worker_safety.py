@@ -18,7 +18,7 @@ from later_django.core.records import decode_record
 from later_django.engine.enqueue import NewJob, enqueue_jobs
 from later_django.engine.execution import start_batch
 from later_django.storage.django import DjangoStorage
-from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished
 
@@ -109,7 +109,7 @@ def test_a_job_left_running_by_a_lost_worker_is_retried_with_a_worker_lost_error
         }
     ):
         enqueued = tasks.add.enqueue(3, 4)
-        messages = SqlDeliveryQueue(engine_db).claim(NAMESPACE, ["default"], "lost", lease_ms)
+        messages = stores_for(engine_db).queue.claim(NAMESPACE, ["default"], "lost", lease_ms)
         start_batch(
             messages,
             using=engine_db,

@@ -15,9 +15,8 @@ from later_django.core.clock import MINUTE_MS, minute_bucket, now_ms
 from later_django.core.keys import pass_lease_key
 from later_django.maintenance import PassContext, passes
 from later_django.storage.django import DjangoStorage
-from later_django.storage.execution import WorkerRow
-from later_django.storage.queue import SqlDeliveryQueue
-from later_django.storage.types import JobIndexRow, RangeAdd, Set
+from later_django.storage.stores import stores_for
+from later_django.storage.types import JobIndexRow, RangeAdd, Set, WorkerRow
 from tests.engine import tasks
 from tests.maintenance.conftest import NAMESPACE, execute, fetch, make_runner
 
@@ -131,7 +130,7 @@ def test_promote_moves_due_jobs_into_the_queue(alias: str) -> None:
         assert time.monotonic() < deadline, "the delayed jobs were not promoted"
         promoted += sum(run.done for run in runner.run_due(force=True))
         time.sleep(0.05)
-    assert SqlDeliveryQueue(alias).depth(NAMESPACE) == 3
+    assert stores_for(alias).queue.depth(NAMESPACE) == 3
     assert {tasks.add.get_result(r.id).status for r in results} == {TaskResultStatus.READY}
 
 
@@ -145,7 +144,7 @@ def test_reconcile_repairs_drifted_stage_counts_and_queue_depth(alias: str) -> N
         [index_row(f"d{n}", "delayed") for n in range(3)]
         + [index_row(f"r{n}", "running") for n in range(2)],
     )
-    SqlDeliveryQueue(alias).publish(NAMESPACE, "default", [b"a", b"b", b"c", b"d"])
+    stores_for(alias).queue.publish(NAMESPACE, "default", [b"a", b"b", b"c", b"d"])
     expected = {"delayed": 3, "running": 2, "enqueued": 4}
     assert storage.job_index_stage_counts(NAMESPACE) == expected
     # Drift: counters that no longer match the rows.
@@ -170,7 +169,7 @@ def test_reconcile_repairs_drifted_stage_counts_and_queue_depth(alias: str) -> N
 
 
 def test_queue_sampling_writes_one_row_per_minute_however_often_it_runs(alias: str) -> None:
-    queue = SqlDeliveryQueue(alias)
+    queue = stores_for(alias).queue
     queue.publish(NAMESPACE, "default", [b"a", b"b"])
     DjangoStorage(alias).job_index_upsert(
         NAMESPACE, [index_row("p1", "enqueued", topic="orders", partition_id=0, sequence=1)]

@@ -19,6 +19,7 @@ from django.db import connections, transaction
 from later_django.core.clock import now_ms
 from later_django.core.keys import RESERVED_PREFIX
 from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.stores import stores_for
 from later_django.storage.types import ClaimedMessage
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -33,7 +34,7 @@ def namespace() -> str:
 
 @pytest.fixture
 def queue(db_alias: str) -> SqlDeliveryQueue:
-    return SqlDeliveryQueue(db_alias)
+    return stores_for(db_alias).queue
 
 
 def scalar(alias: str, sql: str, params: list[Any]) -> Any:
@@ -409,14 +410,14 @@ def test_depth_of_a_namespace_sums_its_queues_and_leaves_out_internal_queues(
 def test_concurrent_claimers_deliver_every_message_exactly_once(
     db_alias: str, namespace: str, claimers: int
 ) -> None:
-    sequences = SqlDeliveryQueue(db_alias).publish(namespace, QUEUE, payloads(200))
+    sequences = stores_for(db_alias).queue.publish(namespace, QUEUE, payloads(200))
     delivered: list[list[int]] = [[] for _ in range(claimers)]
     errors: list[BaseException] = []
     start = threading.Barrier(claimers)
 
     def consume(index: int) -> None:
         try:
-            own_queue = SqlDeliveryQueue(db_alias)
+            own_queue = stores_for(db_alias).queue
             owner = f"worker-{index}"
             start.wait()
             deadline = time.monotonic() + 60
@@ -444,7 +445,7 @@ def test_concurrent_claimers_deliver_every_message_exactly_once(
     everything = [sequence for own in delivered for sequence in own]
     assert sorted(everything) == sequences, "every message exactly once"
     assert rows_in(db_alias, namespace) == 0
-    assert SqlDeliveryQueue(db_alias).depth(namespace, QUEUE) == 0
+    assert stores_for(db_alias).queue.depth(namespace, QUEUE) == 0
 
 
 # --- validation ---
@@ -532,7 +533,7 @@ def test_the_postgres_claim_walks_the_claim_index_even_with_stale_statistics(
     ANALYZE) makes the planner expect a handful of rows: without the function's
     settings it picks a bitmap scan that sorts every ready message on each claim.
     """
-    queue = SqlDeliveryQueue(postgres_alias)
+    queue = stores_for(postgres_alias).queue
     with connections[postgres_alias].cursor() as cursor:
         cursor.execute("SELECT proconfig FROM pg_proc WHERE proname = 'later_claim_batch'")
         (function_settings,) = cursor.fetchone()

@@ -8,7 +8,7 @@ from django.db import connections
 from later_django.admin.job_lists import list_by_stage
 from later_django.core.commands import ExecuteJob, PartitionReady, encode_command
 from later_django.storage.django import DjangoStorage
-from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.stores import stores_for
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -28,7 +28,7 @@ def leased_rows(alias: str) -> int:
 
 def test_queued_jobs_are_counted_and_listed_from_the_delivery_queue(db_alias: str) -> None:
     storage = DjangoStorage(db_alias)
-    queue = SqlDeliveryQueue(db_alias)
+    queue = stores_for(db_alias).queue
     for number in range(30):
         queue.publish(NAMESPACE, QUEUE, [encode_command(ExecuteJob(f"job-{number:02}", "work"))])
     # A queue message that is not a job is not listed as one.

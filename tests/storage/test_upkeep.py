@@ -12,9 +12,7 @@ import pytest
 from django.db import connections, transaction
 
 from later_django.core.clock import now_ms
-from later_django.storage import upkeep
-from later_django.storage.db import Statements
-from later_django.storage.sql import upkeep as sql_upkeep
+from later_django.storage.sqlite.queries.upkeep import SqliteUpkeepQueries
 from later_django.storage.stores import stores_for
 from later_django.storage.types import Increment, RangeAdd, Set, WalCheckpoint
 from later_django.storage.upkeep import UpkeepStore
@@ -82,7 +80,7 @@ def reader(sqlite_alias: str) -> Iterator[sqlite3.Connection]:
 
 
 def test_total_db_size_is_positive_and_grows_after_writing_megabytes(db_alias: str) -> None:
-    store = UpkeepStore(db_alias)
+    store = stores_for(db_alias).upkeep
     # Earlier tests leave free pages in the SQLite file, which new rows would reuse
     # without growing it; VACUUM returns them first (a no-op on PostgreSQL).
     store.vacuum()
@@ -102,7 +100,7 @@ def test_sweep_removes_at_most_limit_rows_across_both_tables(db_alias: str) -> N
         + [RangeAdd("old-range", f"m{n}".encode()) for n in range(7)]
     )
     expire_everything_now(db_alias, "old-%")
-    store = UpkeepStore(db_alias)
+    store = stores_for(db_alias).upkeep
     assert [store.sweep_expired(5) for _ in range(4)] == [5, 5, 4, 0]
     with connections[db_alias].cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM later_storage")
@@ -125,7 +123,7 @@ def test_sweep_never_removes_unexpired_rows(db_alias: str) -> None:
         ]
     )
     expire_everything_now(db_alias, "old%")
-    assert UpkeepStore(db_alias).sweep_expired(100) == 2
+    assert stores_for(db_alias).upkeep.sweep_expired(100) == 2
     assert kv.get_many(["forever", "later"]) == {"forever": b"v", "later": b"v"}
     with connections[db_alias].cursor() as cursor:
         cursor.execute("SELECT key FROM later_storage ORDER BY key")
@@ -141,7 +139,7 @@ def test_sweeping_in_a_loop_removes_every_expired_row(db_alias: str) -> None:
         + [Set("keep", b"v")]
     )
     expire_everything_now(db_alias, "old-%")
-    store = UpkeepStore(db_alias)
+    store = stores_for(db_alias).upkeep
     assert sweep_all(store, 7) == 70
     assert store.sweep_expired(7) == 0
     assert kv.get("keep") == b"v"
@@ -150,21 +148,21 @@ def test_sweeping_in_a_loop_removes_every_expired_row(db_alias: str) -> None:
 def test_sweep_with_limit_zero_removes_nothing(db_alias: str) -> None:
     stores_for(db_alias).kv.apply([Set("old", b"v")])
     expire_everything_now(db_alias, "old")
-    store = UpkeepStore(db_alias)
+    store = stores_for(db_alias).upkeep
     assert store.sweep_expired(0) == 0
     assert store.sweep_expired(1) == 1
 
 
 def test_sweep_refuses_a_negative_limit(db_alias: str) -> None:
     with pytest.raises(ValueError, match="limit"):
-        UpkeepStore(db_alias).sweep_expired(-1)
+        stores_for(db_alias).upkeep.sweep_expired(-1)
 
 
 # --- vacuum ---
 
 
 def test_vacuum_shrinks_the_sqlite_file_after_deleting_and_sweeping(sqlite_alias: str) -> None:
-    store = UpkeepStore(sqlite_alias)
+    store = stores_for(sqlite_alias).upkeep
     path = Path(connections[sqlite_alias].settings_dict["NAME"])
     write_megabytes(sqlite_alias, 4, "bulk")
     assert store.checkpoint_wal_above(1, 1_000) is WalCheckpoint.TRUNCATED
@@ -185,13 +183,13 @@ def test_vacuum_inside_a_transaction_is_refused_on_sqlite(sqlite_alias: str) -> 
         transaction.atomic(using=sqlite_alias),
         pytest.raises(transaction.TransactionManagementError, match="inside a transaction"),
     ):
-        UpkeepStore(sqlite_alias).vacuum()
+        stores_for(sqlite_alias).upkeep.vacuum()
 
 
 def test_vacuum_does_nothing_on_postgresql(postgres_alias: str) -> None:
     stores_for(postgres_alias).kv.apply([Set("k", b"v")])
     with transaction.atomic(using=postgres_alias):
-        UpkeepStore(postgres_alias).vacuum()
+        stores_for(postgres_alias).upkeep.vacuum()
     assert stores_for(postgres_alias).kv.get("k") == b"v"
 
 
@@ -199,7 +197,7 @@ def test_vacuum_does_nothing_on_postgresql(postgres_alias: str) -> None:
 
 
 def test_checkpoint_truncates_a_large_log_and_leaves_a_small_one(sqlite_alias: str) -> None:
-    store = UpkeepStore(sqlite_alias)
+    store = stores_for(sqlite_alias).upkeep
     write_some(sqlite_alias, 40)
     assert wal_size(sqlite_alias) > 0, "writes should have left a log behind"
 
@@ -213,7 +211,7 @@ def test_checkpoint_truncates_a_large_log_and_leaves_a_small_one(sqlite_alias: s
 def test_checkpoint_gives_up_quickly_behind_a_reader_instead_of_stalling_writers(
     sqlite_alias: str, reader: sqlite3.Connection
 ) -> None:
-    store = UpkeepStore(sqlite_alias)
+    store = stores_for(sqlite_alias).upkeep
     write_some(sqlite_alias, 10)
     original_wait_ms = busy_timeout_ms(sqlite_alias)
 
@@ -234,57 +232,16 @@ def test_checkpoint_gives_up_quickly_behind_a_reader_instead_of_stalling_writers
     assert wal_size(sqlite_alias) == 0
 
 
-class _FailingTruncate(Statements):
-    """The upkeep statements, with a truncating checkpoint that errors."""
-
-    def get(self, vendor: str, name: str) -> str:
-        if name == "wal_checkpoint_truncate":
-            return "SELECT no_such_function()"
-        return sql_upkeep.STATEMENTS.get(vendor, name)
-
-
 def test_checkpoint_restores_the_busy_timeout_when_it_fails(
     sqlite_alias: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_some(sqlite_alias, 5)
     original_wait_ms = busy_timeout_ms(sqlite_alias)
-    monkeypatch.setattr(upkeep, "STATEMENTS", _FailingTruncate())
+    # A truncating checkpoint that errors.
+    monkeypatch.setattr(SqliteUpkeepQueries, "wal_checkpoint_truncate", "SELECT no_such_function()")
     with pytest.raises(Exception, match="no_such_function"):
-        UpkeepStore(sqlite_alias).checkpoint_wal_above(1, 1_000)
+        stores_for(sqlite_alias).upkeep.checkpoint_wal_above(1, 1_000)
     assert busy_timeout_ms(sqlite_alias) == original_wait_ms
-
-
-def test_checkpoint_wal_checks_at_most_once_per_interval(sqlite_alias: str) -> None:
-    store = UpkeepStore(sqlite_alias)
-    write_some(sqlite_alias, 5)
-    assert store.checkpoint_wal() is WalCheckpoint.BELOW_THRESHOLD
-    assert store.checkpoint_wal() is WalCheckpoint.SKIPPED
-    assert UpkeepStore(sqlite_alias).checkpoint_wal() is WalCheckpoint.BELOW_THRESHOLD, (
-        "the timer belongs to one storage instance"
-    )
-
-
-def test_checkpoint_wal_backs_off_after_giving_up(
-    sqlite_alias: str, reader: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(upkeep, "WAL_CHECKPOINT_FRAMES", 1)
-    monkeypatch.setattr(upkeep, "WAL_TRUNCATE_WAIT_MS", 200)
-    monkeypatch.setattr(upkeep, "WAL_CHECK_INTERVAL_MS", 0)
-    store = UpkeepStore(sqlite_alias)
-    write_some(sqlite_alias, 5)
-    reader.execute("BEGIN")
-    reader.execute("SELECT COUNT(*) FROM later_storage").fetchone()
-    write_some(sqlite_alias, 5)
-
-    assert store.checkpoint_wal() is WalCheckpoint.GAVE_UP
-    reader.execute("ROLLBACK")
-    assert store.checkpoint_wal() is WalCheckpoint.SKIPPED, "backs off after giving up"
-
-    monkeypatch.setattr(upkeep, "WAL_RETRY_AFTER_BUSY_MS", 0)
-    fresh = UpkeepStore(sqlite_alias)
-    assert fresh.checkpoint_wal() is WalCheckpoint.TRUNCATED
-    assert fresh.checkpoint_wal() is WalCheckpoint.BELOW_THRESHOLD, "interval 0: no skip"
-    assert wal_size(sqlite_alias) == 0
 
 
 def test_checkpoint_inside_a_transaction_is_refused_on_sqlite(sqlite_alias: str) -> None:
@@ -292,11 +249,9 @@ def test_checkpoint_inside_a_transaction_is_refused_on_sqlite(sqlite_alias: str)
         transaction.atomic(using=sqlite_alias),
         pytest.raises(transaction.TransactionManagementError, match="inside a transaction"),
     ):
-        UpkeepStore(sqlite_alias).checkpoint_wal()
+        stores_for(sqlite_alias).upkeep.checkpoint_wal_above(1, 1_000)
 
 
 def test_checkpoint_is_not_applicable_on_postgresql(postgres_alias: str) -> None:
-    store = UpkeepStore(postgres_alias)
-    assert store.checkpoint_wal() is WalCheckpoint.NOT_APPLICABLE
-    assert store.checkpoint_wal() is WalCheckpoint.NOT_APPLICABLE
+    store = stores_for(postgres_alias).upkeep
     assert store.checkpoint_wal_above(1, 1_000) is WalCheckpoint.NOT_APPLICABLE

@@ -1,1 +1,43 @@
-"""Statements of the upkeep store (to be filled by the store's move to the driver pattern)."""
+"""Statements of whole-database upkeep: size, sweep of expired rows, WAL, vacuum.
+
+The sweeps delete through a bounded sub-select on the partial indexes
+``later_storage_expire_idx`` / ``later_storage_range_expire_idx`` (both
+``WHERE date_expire IS NOT NULL``), so one call touches at most ``limit`` rows.
+
+The write-ahead log and ``VACUUM`` are SQLite's alone: each vendor's query
+class says what its database does for them (PostgreSQL: nothing).
+"""
+
+from __future__ import annotations
+
+from later_django.storage.driver import Driver
+from later_django.storage.types import WalCheckpoint
+
+
+class UpkeepQueries:
+    """Upkeep statements, and the vendor's WAL checkpoint and vacuum."""
+
+    sweep_expired_values = (
+        "DELETE FROM later_storage WHERE key IN ("
+        "SELECT key FROM later_storage "
+        "WHERE date_expire IS NOT NULL AND date_expire <= %(now)s LIMIT %(limit)s)"
+    )
+    sweep_expired_range_members = (
+        "DELETE FROM later_storage_range WHERE sequence IN ("
+        "SELECT sequence FROM later_storage_range "
+        "WHERE date_expire IS NOT NULL AND date_expire <= %(now)s LIMIT %(limit)s)"
+    )
+
+    # Spelled per vendor.
+    #: -> (size in bytes of the whole database,)
+    total_db_size_bytes: str
+
+    def checkpoint_wal_above(
+        self, driver: Driver, frames: int, truncate_wait_ms: int
+    ) -> WalCheckpoint:
+        """See :meth:`later_django.storage.upkeep.UpkeepStore.checkpoint_wal_above`."""
+        raise NotImplementedError
+
+    def vacuum(self, driver: Driver) -> None:
+        """See :meth:`later_django.storage.upkeep.UpkeepStore.vacuum`."""
+        raise NotImplementedError

@@ -14,7 +14,7 @@ no round trip. Stages named here are the engine's stage names.
 from __future__ import annotations
 
 from later_django.storage.db import Statements
-from later_django.storage.sql.queue import WAKE_CHANNEL
+from later_django.storage.queries.queue import WAKE_CHANNEL
 
 _HEAD_COLUMNS = "namespace, topic, partition_id, sequence, job_id, earliest_run_at, stage"
 

@@ -1,1 +1,55 @@
-"""Statements of the queue store (to be filled by the store's move to the driver pattern)."""
+"""PostgreSQL statements of the delivery queue: arrays, ``unnest``, the claim function."""
+
+from __future__ import annotations
+
+from later_django.storage.driver import RowsStatement
+from later_django.storage.postgres import PostgresDriver
+from later_django.storage.queries.queue import COLUMNS, INSERT_INTO, QueueQueries
+
+# One array parameter for the whole batch; ORDER BY position makes the
+# sequences follow the order of the payloads.
+_PUBLISH = (
+    INSERT_INTO + "SELECT %(namespace)s, %(queue_name)s, batch.payload, %(priority)s, "
+    "%(available_at)s "
+    "FROM unnest(%(payload)s::bytea[]) WITH ORDINALITY AS batch(payload, position) "
+    "ORDER BY batch.position RETURNING sequence"
+)
+
+
+@PostgresDriver.register
+class PostgresQueueQueries(QueueQueries):
+    publish = RowsStatement(_PUBLISH)
+    publish_notify = RowsStatement(
+        "WITH published AS (" + _PUBLISH + ") "
+        "SELECT published.sequence FROM published, "
+        "(SELECT pg_notify(%(channel)s, %(notify)s)) AS woken"
+    )
+    # The claim lives in the function ``later_claim_batch`` (migration 0003),
+    # which pins the plan to the ordered walk of the claim index whatever the
+    # table statistics say. ``candidates`` is at most one batch in claim order;
+    # ``chosen`` keeps the whole batch when it is full and only the first
+    # message otherwise, so fresh consumers share a small queue; ``FOR UPDATE
+    # SKIP LOCKED`` keeps concurrent claimers off each other's rows.
+    claim = (
+        f"SELECT {COLUMNS} FROM later_claim_batch(%(namespace)s, %(queue_names)s, %(now)s, "
+        "%(batch_size)s, %(owner)s, %(lease_until)s)"
+    )
+    has_ready = (
+        "SELECT 1 FROM later_delivery_queue WHERE namespace = %(namespace)s "
+        "AND queue_name = ANY(%(queue_names)s) AND available_at <= %(now)s "
+        "AND (lease_until IS NULL OR lease_until <= %(now)s) LIMIT 1"
+    )
+    renew = (
+        "UPDATE later_delivery_queue SET lease_until = %(lease_until)s "
+        "WHERE lease_owner = %(owner)s AND sequence = ANY(%(sequences)s) RETURNING sequence"
+    )
+    ack = (
+        "DELETE FROM later_delivery_queue "
+        "WHERE lease_owner = %(owner)s AND sequence = ANY(%(sequences)s)"
+    )
+    nack = (
+        "UPDATE later_delivery_queue "
+        "SET lease_owner = NULL, lease_until = NULL, available_at = %(available_at)s "
+        "WHERE lease_owner = %(owner)s AND sequence = ANY(%(sequences)s)"
+    )
+    wake_tail = "SELECT pg_notify(%(channel)s, %(namespace)s)"

@@ -1,1 +1,63 @@
-"""Statements of the queue store (to be filled by the store's move to the driver pattern)."""
+"""SQLite statements of the delivery queue: JSON arrays, ``VALUES``, the claim in SQL."""
+
+from __future__ import annotations
+
+from later_django.storage.driver import RowsStatement
+from later_django.storage.queries.queue import COLUMNS, INSERT_INTO, QueueQueries
+from later_django.storage.sqlite import SqliteDriver
+
+_QUEUE_NAMES = "(SELECT value FROM json_each(%(queue_names)s))"
+_SEQUENCES = "(SELECT value FROM json_each(%(sequences)s))"
+
+# The claim in one statement, run inside BEGIN IMMEDIATE: one writer at a
+# time, so no row locks. ``candidates`` is at most one batch in claim order;
+# the UPDATE keeps the whole batch when it is full and only the first message
+# otherwise, so fresh consumers share a small queue.
+_CLAIM = f"""
+WITH candidates AS MATERIALIZED (
+    SELECT sequence, priority FROM later_delivery_queue
+    WHERE namespace = %(namespace)s AND queue_name IN {_QUEUE_NAMES}
+      AND available_at <= %(now)s AND (lease_until IS NULL OR lease_until <= %(now)s)
+    ORDER BY priority DESC, sequence
+    LIMIT %(batch_size)s
+)
+UPDATE later_delivery_queue SET lease_owner = %(owner)s, lease_until = %(lease_until)s
+WHERE sequence IN (
+    SELECT sequence FROM candidates
+    ORDER BY priority DESC, sequence
+    LIMIT CASE WHEN (SELECT count(*) FROM candidates) >= %(batch_size)s
+          THEN %(batch_size)s ELSE 1 END
+)
+RETURNING {COLUMNS}
+"""
+
+
+@SqliteDriver.register
+class SqliteQueueQueries(QueueQueries):
+    # No array parameter: the batch is a VALUES list whose length is the only
+    # thing that varies (SqliteDriver.execute_rows).
+    publish = RowsStatement(
+        INSERT_INTO + "VALUES {values} RETURNING sequence",
+        row="(%(namespace)s, %(queue_name)s, %(payload)s, %(priority)s, %(available_at)s)",
+    )
+    # No LISTEN on SQLite: idle workers poll, so the notification is dropped.
+    publish_notify = publish
+    claim = _CLAIM
+    has_ready = (
+        "SELECT 1 FROM later_delivery_queue WHERE namespace = %(namespace)s "
+        "AND queue_name IN " + _QUEUE_NAMES + " AND available_at <= %(now)s "
+        "AND (lease_until IS NULL OR lease_until <= %(now)s) LIMIT 1"
+    )
+    renew = (
+        "UPDATE later_delivery_queue SET lease_until = %(lease_until)s "
+        "WHERE lease_owner = %(owner)s AND sequence IN " + _SEQUENCES + " RETURNING sequence"
+    )
+    ack = (
+        "DELETE FROM later_delivery_queue "
+        "WHERE lease_owner = %(owner)s AND sequence IN " + _SEQUENCES
+    )
+    nack = (
+        "UPDATE later_delivery_queue "
+        "SET lease_owner = NULL, lease_until = NULL, available_at = %(available_at)s "
+        "WHERE lease_owner = %(owner)s AND sequence IN " + _SEQUENCES
+    )
