@@ -82,6 +82,6 @@ def stores_for(using: str) -> Stores:
         upkeep=UpkeepStore(using),
         executions=ExecutionStore(using),
         queue=SqlDeliveryQueue(using),
-        partitions=PartitionStore(using),
+        partitions=PartitionStore(driver),
         log=LogStore(using),
     )
