@@ -9,7 +9,8 @@ holds but no longer prefers and, in one statement, takes or renews those it
 prefers (``take(renew_own=True)`` of the one fenced lease,
 :mod:`later_django.storage.leases`: a lease is taken only when absent,
 released, lapsed, or already its own; taking one over increments its epoch).
-It releases a partition it no longer prefers unless it is running its head (it keeps renewing those until the head is finished). So a
+A partition whose head it is running is kept and renewed until that head is
+finished. So a
 newly started worker gets its share within a second or two, and a dead
 worker's partitions move once its leases lapse.
 
