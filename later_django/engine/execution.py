@@ -46,7 +46,8 @@ from later_django.engine.registry import resolve_task
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import RecordDecodeError, UnregisteredTaskError, WorkerLost, class_path
 from later_django.storage.django import DjangoStorage
-from later_django.storage.partitions import HeadClaim, PartitionStore
+from later_django.storage.partitions import HeadClaim
+from later_django.storage.stores import stores_for
 from later_django.storage.types import ClaimedMessage, RangeClear
 
 logger = logging.getLogger("later_django.engine")
@@ -320,7 +321,7 @@ def _finish_once(
         # Chaining: the heads move once, at the end, after the next jobs started.
         writes.defer_partition_changes = chain or (bool(fenced) and not fence_first)
         commit(writes, using)
-        store = PartitionStore(using)
+        store = stores_for(using).partitions
         following: list[tuple[HeadClaim, int]] = []
         if fence_first:
             if chain:
@@ -396,7 +397,7 @@ def _fence(
         and job.record.partition_id is not None
         and job.epoch is not None
     }
-    return PartitionStore(using).fence(namespace, worker_id, held, until_ms)
+    return stores_for(using).partitions.fence(namespace, worker_id, held, until_ms)
 
 
 _synthetic_sequences = itertools.count(1)
@@ -423,7 +424,7 @@ def start_heads(
     if not claims:
         return []
     with transaction.atomic(using=using, savepoint=False):
-        kept = PartitionStore(using).fence(
+        kept = stores_for(using).partitions.fence(
             namespace,
             worker_id,
             {(claim.topic, claim.partition_id, claim.epoch) for claim in claims},

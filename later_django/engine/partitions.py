@@ -41,7 +41,6 @@ from later_django.engine.topics import (
     register_topic,
     topic_partitions,
 )
-from later_django.storage.partitions import PartitionStore
 from later_django.storage.stores import stores_for
 
 if TYPE_CHECKING:
@@ -97,7 +96,7 @@ def allocate_sequences(
         (topic, pid, count, topic_partitions(settings, topic))
         for (topic, pid), count in sorted(counts.items())
     ]
-    store = PartitionStore(using)
+    store = stores_for(using).partitions
     first = store.allocate(namespace, requests)
     missing = [request for request in requests if (request[0], request[1]) not in first]
     if missing:

@@ -20,13 +20,15 @@ in ``LATER["MAINTENANCE_MODULES"]``. Both are imported by
 
 Coordination (one process per pass and namespace, about once per interval):
 
-* The lease is the key ``<namespace>-pass-<name>`` in ``later_storage``, taken
-  with ``set_if_absent`` (one statement; of any number of concurrent takers
-  exactly one wins) with a time to live of ``max(interval, max_run_seconds +
+* The lease is the one fenced lease (:mod:`later_django.storage.leases`) on the
+  key ``<namespace>-pass-<name>`` of ``later_storage``
+  (:data:`~later_django.storage.queries.leases.PASS_LEASES`), taken only when
+  absent, released or lapsed (one statement; of any number of concurrent takers
+  exactly one wins) for ``max(interval, max_run_seconds +
   LEASE_MARGIN_SECONDS)``, the value being the taker's owner id.
 * After the run the owner sets the key to expire at the run's start plus the
-  interval (or deletes it when that moment has passed), both only while the key
-  still holds its own owner id. So the next run anywhere in the namespace is due
+  interval (or releases it when that moment has passed), both only while the
+  key still holds its own owner id and epoch. So the next run anywhere in the namespace is due
   one interval after this one started, and a second process never starts the
   pass while the first still runs.
 * A pass keeps its lease by staying inside its budget: ``context.deadline``
@@ -53,10 +55,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.db import Error as DatabaseError
+from django.db import connections
 
 from later_django.conf import LaterSettings
 from later_django.core.clock import now_ms
 from later_django.core.keys import pass_lease_key
+from later_django.storage.leases import LeaseStore
+from later_django.storage.queries.leases import PASS_LEASES
+from later_django.storage.stores import stores_for
 
 logger = logging.getLogger("later_django.maintenance")
 
@@ -84,6 +90,8 @@ class PassContext:
     owner: str
     deadline: float
     lease_key: str = ""
+    #: The epoch of the lease this run holds (from its take).
+    lease_epoch: int = 0
     #: Set by :meth:`defer`: no process runs the pass again before this (epoch ms).
     not_again_before_ms: int = 0
 
@@ -107,7 +115,7 @@ class PassContext:
         Owner-checked: ``False`` when the lease is no longer this process's (it
         lapsed and another process took it), in which case the pass should stop.
         """
-        return _set_lease_expiry(self.using, self.lease_key, self.owner, now_ms() + _ms(seconds))
+        return _renew_lease(self, now_ms() + _ms(seconds))
 
 
 @dataclass(frozen=True)
@@ -221,24 +229,21 @@ def _ms(seconds: float) -> int:
     return round(seconds * 1000)
 
 
-def _set_lease_expiry(using: str, key: str, owner: str, expire_at_ms: int) -> bool:
-    """Moves the lease's expiry, only while ``key`` holds ``owner``; one statement."""
-    from later_django.models import StorageValue
+def pass_leases(using: str) -> LeaseStore:
+    """The maintenance-pass leases of the database alias ``using``."""
+    return LeaseStore(stores_for(using).driver, PASS_LEASES)
 
-    now = now_ms()
-    changed = (
-        StorageValue.objects.using(using)
-        .filter(key=key, value=owner.encode())
-        .update(date_expire=expire_at_ms, date_updated=now)
+
+def _renew_lease(context: PassContext, until_ms: int) -> bool:
+    """Moves the lease's end, only while it holds this run's owner and epoch."""
+    kept = pass_leases(context.using).renew(
+        (),
+        context.owner.encode(),
+        {(context.lease_key,): context.lease_epoch},
+        until_ms=until_ms,
+        now_ms=now_ms(),
     )
-    return changed == 1
-
-
-def _release_lease(using: str, key: str, owner: str) -> None:
-    """Deletes the lease, only while ``key`` holds ``owner``; one statement."""
-    from later_django.models import StorageValue
-
-    StorageValue.objects.using(using).filter(key=key, value=owner.encode()).delete()
+    return bool(kept)
 
 
 @dataclass(frozen=True)
@@ -326,13 +331,17 @@ class PassRunner:
             except Exception as exc:  # a broken check fails its pass, not the caller
                 logger.exception("the 'wanted' check of maintenance pass %r failed", name)
                 return PassRun(name=name, done=0, seconds=0.0, error=f"{type(exc).__name__}: {exc}")
-        from later_django.storage.django import DjangoStorage
-
         started_ms = now_ms()
-        if not DjangoStorage(self.using).set_if_absent(
-            key, self.owner.encode(), maintenance_pass.lease_seconds(interval)
-        ):
+        taken = pass_leases(self.using).take(
+            (),
+            self.owner.encode(),
+            [(key,)],
+            until_ms=started_ms + _ms(maintenance_pass.lease_seconds(interval)),
+            now_ms=started_ms,
+        )
+        if not taken:
             return None
+        context.lease_epoch = taken[(key,)]
         started = time.monotonic()
         self._next_try[name] = started + interval
         error = None
@@ -345,26 +354,26 @@ class PassRunner:
             if isinstance(exc, DatabaseError):
                 self._close_broken_connection()
         seconds = time.monotonic() - started
-        self._settle_lease(key, max(started_ms + _ms(interval), context.not_again_before_ms))
+        self._settle_lease(context, max(started_ms + _ms(interval), context.not_again_before_ms))
         # DEBUG: promotion alone runs twice a second; passes log what is notable themselves.
         logger.debug("maintenance pass %r: %d in %.3fs", name, done, seconds)
         return PassRun(name=name, done=done, seconds=seconds, error=error)
 
-    def _settle_lease(self, key: str, next_due_ms: int) -> None:
-        """Leaves the lease to expire when the pass is next due (deleted if that has passed)."""
+    def _settle_lease(self, context: PassContext, next_due_ms: int) -> None:
+        """Leaves the lease to end when the pass is next due (released if that has passed)."""
         try:
             if next_due_ms <= now_ms():
-                _release_lease(self.using, key, self.owner)
+                pass_leases(self.using).release(
+                    (), self.owner.encode(), [(context.lease_key,)], now_ms=now_ms()
+                )
             else:
-                _set_lease_expiry(self.using, key, self.owner, next_due_ms)
+                _renew_lease(context, next_due_ms)
         except DatabaseError:
             # The lease lapses on its own; the next run may just come a little later.
-            logger.warning("could not settle the lease %r", key, exc_info=True)
+            logger.warning("could not settle the lease %r", context.lease_key, exc_info=True)
             self._close_broken_connection()
 
     def _close_broken_connection(self) -> None:
-        from django.db import connections
-
         connection = connections[self.using]
         if connection.in_atomic_block:
             return

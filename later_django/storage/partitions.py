@@ -13,25 +13,27 @@ Contracts (the engine relies on them):
   job's index row) or deletes it when the partition is empty;
   :meth:`materialize_heads` repairs a head missing after a race between the
   two (see there).
-* A lease write names its owner: :meth:`fence` extends only leases whose owner
-  *and* epoch still match, and returns which; a lease taken over from another
-  owner (lapsed or released) gets the next epoch.
+* The partition leases are the one fenced lease (:mod:`later_django.storage.leases`
+  on ``later_partition_lease``, scope ``(namespace,)``, slots ``(topic,
+  partition_id)``): ``store.leases``. :meth:`fence` is its ``renew``.
 
-SQLite runs the per-partition statements inside one ``BEGIN IMMEDIATE``
-transaction (the caller's, or one opened here).
+Statements: :mod:`later_django.storage.queries.partitions`. Unbatched (SQLite)
+statements run inside one ``BEGIN IMMEDIATE`` transaction (the caller's, or one
+opened here). Job record keys are ``core.keys.job_key_prefix`` + job id.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
-
-from later_django.storage.db import AliasBound, SqlRunner, as_bytes
-from later_django.storage.sql.partitions import PARTITION_SQL
+from later_django.core.keys import job_key_prefix
+from later_django.storage.driver import Driver, as_bytes
+from later_django.storage.leases import LeaseStore
+from later_django.storage.queries.leases import PARTITION_LEASES
+from later_django.storage.queries.partitions import PartitionQueries
+from later_django.storage.queries.queue import WAKE_CHANNEL
 
 Partition = tuple[str, int]
 
@@ -66,27 +68,16 @@ class HeadClaim:
         return (self.topic, self.partition_id)
 
 
-@dataclass(frozen=True)
-class PartitionLease:
-    topic: str
-    partition_id: int
-    owner: str | None
-    lease_until_ms: int
-    epoch: int
+class PartitionStore:
+    """Partition sequences, rows, heads and leases on ``driver``'s database."""
 
-
-class PartitionStore(AliasBound):
-    """Partition sequences, rows, heads and leases on the alias ``using``."""
-
-    @property
-    def _sql(self) -> SqlRunner:
-        return SqlRunner(self.using, PARTITION_SQL)
-
-    def _atomic(self):  # type: ignore[no-untyped-def]
-        """SQLite: one transaction for a loop of statements (a savepoint inside the caller's)."""
-        if self.connection.vendor == "postgresql":
-            return nullcontext()
-        return transaction.atomic(using=self.using)
+    def __init__(self, driver: Driver | str) -> None:
+        if isinstance(driver, str):
+            driver = _transitional_driver(driver)
+        self._driver = driver
+        self._q = driver.queries(PartitionQueries)
+        #: The partition leases (scope ``(namespace,)``, slots ``(topic, partition_id)``).
+        self.leases = LeaseStore(driver, PARTITION_LEASES)
 
     # --- enqueue ---
 
@@ -99,28 +90,32 @@ class PartitionStore(AliasBound):
         (nothing is allocated for them)."""
         if not requests:
             return {}
-        runner = self._sql
         ordered = sorted(requests)
-        first: dict[Partition, int] = {}
         taken = {(topic, pid): count for topic, pid, count, _ in ordered}
-        if runner.vendor == "postgresql":
-            rows = runner.fetch_all(
-                "sequence_allocate",
-                [
-                    [topic for topic, _, _, _ in ordered],
-                    [pid for _, pid, _, _ in ordered],
-                    [count for _, _, count, _ in ordered],
-                    [partitions for _, _, _, partitions in ordered],
-                    namespace,
-                ],
+        if self._q.batched:
+            rows = self._driver.fetch_all(
+                self._q.sequence_allocate,
+                {
+                    "topic": [topic for topic, _, _, _ in ordered],
+                    "partition_id": [pid for _, pid, _, _ in ordered],
+                    "taken": [count for _, _, count, _ in ordered],
+                    "partitions": [partitions for _, _, _, partitions in ordered],
+                    "namespace": namespace,
+                },
             )
-            for topic, pid, next_sequence in rows:
-                first[(topic, pid)] = int(next_sequence) - taken[(topic, pid)]
-            return first
-        with self._atomic():
+            return {(topic, pid): int(end) - taken[(topic, pid)] for topic, pid, end in rows}
+        first: dict[Partition, int] = {}
+        with self._driver.write_transaction():
             for topic, pid, count, partitions in ordered:
-                row = runner.fetch_one(
-                    "sequence_allocate", [pid, count + 1, namespace, topic, partitions]
+                row = self._driver.fetch_one(
+                    self._q.sequence_allocate,
+                    {
+                        "partition_id": pid,
+                        "taken": count,
+                        "namespace": namespace,
+                        "topic": topic,
+                        "partitions": partitions,
+                    },
                 )
                 if row is not None:
                     first[(topic, pid)] = int(row[0]) - count
@@ -130,54 +125,55 @@ class PartitionStore(AliasBound):
         self, namespace: str, entries: Sequence[PartitionEntry], notify: str | None = None
     ) -> None:
         """Inserts the partition rows of ``entries`` and, for each partition without a
-        head, its lowest new row as the head. ``notify`` (PostgreSQL): the payload of
-        the wake-up notification sent in the same statement."""
+        head, its lowest new row as the head. ``notify``: the payload of the wake-up
+        notification sent in the same statement (drivers that notify)."""
         if not entries:
             return
-        runner = self._sql
         ordered = sorted(entries, key=lambda e: (e.topic, e.partition_id, e.sequence))
-        if runner.vendor == "postgresql":
-            params: list = [
-                [e.topic for e in ordered],
-                [e.partition_id for e in ordered],
-                [e.sequence for e in ordered],
-                [e.job_id for e in ordered],
-                [e.earliest_run_at_ms for e in ordered],
-                [e.stage for e in ordered],
-                namespace,
-                namespace,
-            ]
-            tail = "enter_tail"
-            if notify is not None:
-                tail = "enter_tail_notify"
-                params.append(notify)
-            with runner.cursor() as cursor:
-                cursor.execute(runner.sql("enter") + runner.sql(tail), params)
+        if self._q.batched:
+            params = {
+                field: [getattr(e, field) for e in ordered]
+                for field in ("topic", "partition_id", "sequence", "job_id", "stage")
+            }
+            params["earliest_run_at"] = [e.earliest_run_at_ms for e in ordered]
+            params["namespace"] = namespace
+            if notify is None:
+                self._driver.execute(self._q.enter, params)
+            else:
+                wake = {"channel": WAKE_CHANNEL, "notify": notify}
+                self._driver.execute(self._q.enter_notify, {**params, **wake})
             return
-        with self._atomic():
-            runner.execute_values(
-                "jobs_insert",
+        with self._driver.write_transaction():
+            self._driver.execute_rows(
+                self._q.jobs_insert,
                 [
-                    [namespace, e.topic, e.partition_id, e.sequence, e.job_id, e.earliest_run_at_ms]
+                    {
+                        "topic": e.topic,
+                        "partition_id": e.partition_id,
+                        "sequence": e.sequence,
+                        "job_id": e.job_id,
+                        "earliest_run_at": e.earliest_run_at_ms,
+                    }
                     for e in ordered
                 ],
+                {"namespace": namespace},
             )
             seen: set[Partition] = set()
             for e in ordered:
                 if (e.topic, e.partition_id) in seen:
                     continue
                 seen.add((e.topic, e.partition_id))
-                runner.execute(
-                    "head_insert_if_absent",
-                    [
-                        namespace,
-                        e.topic,
-                        e.partition_id,
-                        e.sequence,
-                        e.job_id,
-                        e.earliest_run_at_ms,
-                        e.stage,
-                    ],
+                self._driver.execute(
+                    self._q.head_insert_if_absent,
+                    {
+                        "namespace": namespace,
+                        "topic": e.topic,
+                        "partition_id": e.partition_id,
+                        "sequence": e.sequence,
+                        "job_id": e.job_id,
+                        "earliest_run_at": e.earliest_run_at_ms,
+                        "stage": e.stage,
+                    },
                 )
 
     # --- heads ---
@@ -194,84 +190,98 @@ class PartitionStore(AliasBound):
         time of the rows in ``run_at`` (retries), and sets the head of each of
         ``partitions`` to its lowest remaining row (with the stage of that job's
         index row and its earliest run time), or deletes the head when no row
-        remains. One statement on PostgreSQL; call inside the transaction that
+        remains. One statement when batched; call inside the transaction that
         wrote the jobs' records and index rows."""
         affected = sorted(set(partitions))
-        run_at = run_at or {}
+        moved = sorted((run_at or {}).items())
         gone = sorted(set(exits))
-        runner = self._sql
-        if runner.vendor == "postgresql":
-            if not affected and not gone and not run_at:
+        if self._q.batched:
+            if not affected and not gone and not moved:
                 return
-            moved = sorted(run_at.items())
-            moved_ids, moved_at = [job_id for job_id, _ in moved], [at for _, at in moved]
-            runner.execute(
-                "advance",
-                [
-                    [topic for topic, _ in affected],
-                    [pid for _, pid in affected],
-                    namespace,
-                    gone,
-                    moved_ids,
-                    moved_at,
-                    namespace,
-                    namespace,
-                    gone,
-                    moved_ids,
-                    moved_at,
-                    namespace,
-                    namespace,
-                    namespace,
-                ],
+            self._driver.execute(
+                self._q.advance,
+                {
+                    **_columns(affected),
+                    "namespace": namespace,
+                    "exits": gone,
+                    "moved": [job_id for job_id, _ in moved],
+                    "moved_at": [at for _, at in moved],
+                },
             )
             return
-        with self._atomic():
+        with self._driver.write_transaction():
             if gone:
-                runner.execute("jobs_delete", [namespace, runner.list_param(gone)])
-            for job_id, at in sorted(run_at.items()):
-                runner.execute("job_run_at", [at, namespace, job_id])
-            for topic, pid in affected:
-                runner.execute("head_recompute", [namespace, namespace, topic, pid])
-                runner.execute(
-                    "head_delete_if_empty", [namespace, topic, pid, namespace, topic, pid]
+                self._driver.execute(
+                    self._q.jobs_delete,
+                    {"namespace": namespace, "exits": self._driver.list_param(gone)},
                 )
+            for job_id, at in moved:
+                self._driver.execute(
+                    self._q.job_run_at, {"at": at, "namespace": namespace, "job_id": job_id}
+                )
+            for topic, pid in affected:
+                where = {"namespace": namespace, "topic": topic, "partition_id": pid}
+                self._driver.execute(self._q.head_recompute, where)
+                self._driver.execute(self._q.head_delete_if_empty, where)
 
     def next_rows(
         self, namespace: str, partitions: Sequence[Partition], exits: Sequence[str], now_ms: int
     ) -> list[tuple[HeadClaim, int]]:
         """Each of ``partitions``' lowest row other than ``exits``, as a claim (epoch 0,
         stage from the job's index row, with its record) and its earliest run time:
-        what becomes the head once ``exits`` leave. One statement on PostgreSQL."""
+        what becomes the head once ``exits`` leave. One statement when batched."""
         if not partitions:
             return []
-        runner = self._sql
-        prefix = f"{namespace}-job-"
-        if runner.vendor == "postgresql":
-            rows = runner.fetch_all(
-                "next_rows",
-                [
-                    [topic for topic, _ in partitions],
-                    [pid for _, pid in partitions],
-                    namespace,
-                    sorted(set(exits)),
-                    namespace,
-                    prefix,
-                    now_ms,
-                ],
+        gone = sorted(set(exits))
+        params = {"namespace": namespace, "prefix": job_key_prefix(namespace), "now": now_ms}
+        if self._q.batched:
+            rows = self._driver.fetch_all(
+                self._q.next_rows, {**params, **_columns(partitions), "exits": gone}
             )
         else:
+            params["exits"] = self._driver.list_param(gone)
             rows = []
-            gone = runner.list_param(sorted(set(exits)))
             for topic, pid in partitions:
-                row = runner.fetch_one(
-                    "next_row", [namespace, prefix, now_ms, namespace, topic, pid, gone]
+                row = self._driver.fetch_one(
+                    self._q.next_rows, {**params, "topic": topic, "partition_id": pid}
                 )
                 if row is not None:
                     rows.append(row)
-        return [
-            (HeadClaim(topic, int(pid), int(sequence), job_id, stage, 0, as_bytes(raw)), int(at))
-            for topic, pid, sequence, job_id, stage, at, raw in rows
-        ]
+        return [_following(row) for row in rows]
+
+    # --- leases: the partition spelling of the one lease (self.leases) ---
+
+    def take(
+        self,
+        namespace: str,
+        owner: str,
+        partitions: Iterable[Partition],
+        lease_until_ms: int,
+        now_ms: int,
+    ) -> dict[Partition, int]:
+        """``take(renew_own=True)`` of the partition leases: absent (epoch 1), released,
+        lapsed or already ``owner``'s partitions become (or stay) its own; returns
+        the epoch of each one ``owner`` now holds among those asked for."""
+        return self.leases.take(
+            (namespace,), owner, partitions, until_ms=lease_until_ms, now_ms=now_ms, renew_own=True
+        )
+
+    def release(self, namespace: str, owner: str, partitions: Iterable[Partition]) -> None:
+        """Gives up ``owner``'s leases on ``partitions`` (the next taker bumps the epoch)."""
+        self.leases.release((namespace,), owner, partitions)
+
+    def fence(
+        self, namespace: str, owner: str, held: Iterable[tuple[str, int, int]], lease_until_ms: int
+    ) -> set[Partition]:
+        """The partition leases' :meth:`~LeaseStore.renew` of ``(topic, partition_id,
+        epoch)`` triples: run as the first statement of a transaction that changes a
+        head (its row locks keep the leases from being taken over until it ends)."""
+        return self.leases.renew(
+            (namespace,),
+            owner,
+            {(topic, pid): epoch for topic, pid, epoch in held},
+            until_ms=lease_until_ms,
+        )
 
     def fence_and_next(
         self,
@@ -282,34 +292,30 @@ class PartitionStore(AliasBound):
         exits: Sequence[str],
         now_ms: int,
     ) -> tuple[set[Partition], list[tuple[HeadClaim, int]]]:
-        """:meth:`fence` and :meth:`next_rows` of the partitions fenced, in one
-        statement on PostgreSQL: the partitions still held at their epoch, and
-        their next rows."""
+        """:meth:`fence` and :meth:`next_rows` of the partitions fenced (one statement
+        when batched): the partitions still held at their epoch, and their next rows."""
         wanted = sorted(set(held))
         if not wanted:
             return set(), []
-        runner = self._sql
-        if runner.vendor != "postgresql":
+        if not self._q.batched:
             kept = self.fence(namespace, owner, wanted, lease_until_ms)
             return kept, self.next_rows(namespace, sorted(kept), exits, now_ms)
-        rows = runner.fetch_all(
-            "fence_and_next",
-            [
-                *_fence_params(wanted, lease_until_ms, namespace, owner),
-                namespace,
-                sorted(set(exits)),
-                namespace,
-                f"{namespace}-job-",
-                now_ms,
-            ],
+        rows = self._driver.fetch_all(
+            self._q.fence_and_next,
+            {
+                "until": lease_until_ms,
+                "topic": [topic for topic, _, _ in wanted],
+                "partition_id": [pid for _, pid, _ in wanted],
+                "epoch": [epoch for _, _, epoch in wanted],
+                "namespace": namespace,
+                "owner": owner,
+                "exits": sorted(set(exits)),
+                "prefix": job_key_prefix(namespace),
+                "now": now_ms,
+            },
         )
         kept = {(topic, int(pid)) for topic, pid, *_ in rows}
-        following = [
-            (HeadClaim(topic, int(pid), int(sequence), job_id, stage, 0, as_bytes(raw)), int(at))
-            for topic, pid, sequence, job_id, stage, at, raw in rows
-            if job_id is not None
-        ]
-        return kept, following
+        return kept, [_following(row) for row in rows if row[3] is not None]
 
     def materialize_heads(self, namespace: str, partitions: Iterable[Partition]) -> None:
         """Gives each of ``partitions`` that has rows but no head its lowest row as the
@@ -319,25 +325,16 @@ class PartitionStore(AliasBound):
         affected = sorted(set(partitions))
         if not affected:
             return
-        runner = self._sql
-        if runner.vendor == "postgresql":
-            runner.execute(
-                "heads_materialize",
-                [
-                    namespace,
-                    [topic for topic, _ in affected],
-                    [pid for _, pid in affected],
-                    namespace,
-                    namespace,
-                    namespace,
-                ],
+        if self._q.batched:
+            self._driver.execute(
+                self._q.heads_materialize, {"namespace": namespace, **_columns(affected)}
             )
             return
-        with self._atomic():
+        with self._driver.write_transaction():
             for topic, pid in affected:
-                runner.execute(
-                    "head_materialize",
-                    [namespace, namespace, topic, pid, namespace, topic, pid],
+                self._driver.execute(
+                    self._q.heads_materialize,
+                    {"namespace": namespace, "topic": topic, "partition_id": pid},
                 )
 
     def claim_heads(
@@ -349,19 +346,16 @@ class PartitionStore(AliasBound):
         job's record. Reads only (one statement)."""
         if limit <= 0:
             return []
-        runner = self._sql
-        rows = runner.fetch_all(
-            "heads_claim",
-            [
-                f"{namespace}-job-",
-                now_ms,
-                namespace,
-                owner,
-                now_ms,
-                now_ms,
-                runner.list_param(sorted(exclude)),
-                limit,
-            ],
+        rows = self._driver.fetch_all(
+            self._q.heads_claim,
+            {
+                "prefix": job_key_prefix(namespace),
+                "now": now_ms,
+                "namespace": namespace,
+                "owner": owner,
+                "exclude": self._driver.list_param(sorted(exclude)),
+                "limit": limit,
+            },
         )
         return [
             HeadClaim(topic, int(pid), int(sequence), job_id, stage, int(epoch), as_bytes(raw))
@@ -370,114 +364,29 @@ class PartitionStore(AliasBound):
 
     def runnable_head_exists(self, namespace: str, now_ms: int) -> bool:
         """Whether any partition's head is runnable now, whoever holds the partition."""
-        return self._sql.fetch_one("runnable_head_exists", [namespace, now_ms]) is not None
-
-    # --- leases ---
-
-    def leases(self, namespace: str) -> dict[Partition, PartitionLease]:
-        rows = self._sql.fetch_all("leases", [namespace])
-        return {
-            (topic, int(pid)): PartitionLease(topic, int(pid), owner, int(until), int(epoch))
-            for topic, pid, owner, until, epoch in rows
-        }
-
-    def take(
-        self,
-        namespace: str,
-        owner: str,
-        partitions: Iterable[Partition],
-        lease_until_ms: int,
-        now_ms: int,
-    ) -> dict[Partition, int]:
-        """Takes or renews ``owner``'s lease on each of ``partitions`` it can have:
-        absent (created at epoch 1), released (owner NULL), lapsed
-        (``lease_until < now_ms``), or already its own. A lease taken from another
-        owner, or a released one, gets the next epoch; renewing keeps it. Returns the
-        epoch of every partition ``owner`` now holds among those asked for."""
-        wanted = sorted(set(partitions))
-        if not wanted:
-            return {}
-        runner = self._sql
-        if runner.vendor == "postgresql":
-            rows = runner.fetch_all(
-                "lease_take",
-                [
-                    namespace,
-                    owner,
-                    lease_until_ms,
-                    [topic for topic, _ in wanted],
-                    [pid for _, pid in wanted],
-                    now_ms,
-                ],
-            )
-        else:
-            rows = []
-            with self._atomic():
-                for topic, pid in wanted:
-                    row = runner.fetch_one(
-                        "lease_take", [namespace, topic, pid, owner, lease_until_ms, now_ms]
-                    )
-                    if row is not None:
-                        rows.append(row)
-        return {(topic, int(pid)): int(epoch) for topic, pid, epoch in rows}
-
-    def release(self, namespace: str, owner: str, partitions: Iterable[Partition]) -> None:
-        """Gives up ``owner``'s leases on ``partitions`` (the next taker bumps the epoch)."""
-        wanted = sorted(set(partitions))
-        if not wanted:
-            return
-        runner = self._sql
-        if runner.vendor == "postgresql":
-            runner.execute(
-                "lease_release",
-                [[topic for topic, _ in wanted], [pid for _, pid in wanted], namespace, owner],
-            )
-            return
-        with self._atomic():
-            for topic, pid in wanted:
-                runner.execute("lease_release", [namespace, owner, topic, pid])
-
-    def fence(
-        self,
-        namespace: str,
-        owner: str,
-        held: Iterable[tuple[str, int, int]],
-        lease_until_ms: int,
-    ) -> set[Partition]:
-        """Extends ``owner``'s leases named by ``(topic, partition_id, epoch)`` whose
-        owner and epoch still match; returns those partitions. Run as the first
-        statement of a transaction that changes a head: the row lock it takes keeps
-        the lease from being taken over until that transaction ends."""
-        wanted = sorted(set(held))
-        if not wanted:
-            return set()
-        runner = self._sql
-        if runner.vendor == "postgresql":
-            rows = runner.fetch_all(
-                "lease_fence",
-                _fence_params(wanted, lease_until_ms, namespace, owner),
-            )
-        else:
-            rows = []
-            for topic, pid, epoch in wanted:
-                row = runner.fetch_one(
-                    "lease_fence", [lease_until_ms, namespace, topic, pid, owner, epoch]
-                )
-                if row is not None:
-                    rows.append(row)
-        return {(topic, int(pid)) for topic, pid in rows}
+        row = self._driver.fetch_one(
+            self._q.runnable_head_exists, {"namespace": namespace, "now": now_ms}
+        )
+        return row is not None
 
 
-def _fence_params(
-    wanted: Sequence[tuple[str, int, int]], lease_until_ms: int, namespace: str, owner: str
-) -> list[Any]:
-    """PostgreSQL parameters of the lease fence: the new expiry, the held
-    ``(topic, partition, epoch)`` triples as three arrays, namespace, owner."""
-    return [
-        lease_until_ms,
-        [topic for topic, _, _ in wanted],
-        [pid for _, pid, _ in wanted],
-        [epoch for _, _, epoch in wanted],
-        namespace,
-        owner,
-    ]
+def _columns(partitions: Sequence[Partition]) -> dict[str, list[Any]]:
+    """``partitions`` as the two arrays of a batched statement."""
+    return {
+        "topic": [topic for topic, _ in partitions],
+        "partition_id": [pid for _, pid in partitions],
+    }
+
+
+def _following(row: Sequence[Any]) -> tuple[HeadClaim, int]:
+    """A next-row result as a claim (epoch 0) and its earliest run time."""
+    topic, pid, sequence, job_id, stage, at, raw = row
+    return HeadClaim(topic, int(pid), int(sequence), job_id, stage, 0, as_bytes(raw)), int(at)
+
+
+def _transitional_driver(using: str) -> Driver:
+    """TRANSITIONAL, delete once worker/runner.py (being split elsewhere) builds its
+    store with ``stores_for(using).partitions``: its ``PartitionStore(self.using)``."""
+    from later_django.storage.stores import driver_for
+
+    return driver_for(using)

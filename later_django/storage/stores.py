@@ -86,7 +86,7 @@ def stores_for(using: str) -> Stores:
         upkeep=UpkeepStore(driver),
         executions=ExecutionStore(driver),
         queue=SqlDeliveryQueue(driver),
-        partitions=PartitionStore(using),
+        partitions=PartitionStore(driver),
         log=LogStore(using),
         dashboard=DashboardReads(driver),
     )

@@ -4,11 +4,13 @@ About once a second (and at start) the worker reads the live workers (a
 heartbeat within the lease window) and, for every partition of every
 configured topic (the reserved recurring topic included), ranks the live
 workers by a rendezvous hash of ``(worker, topic, partition)``; the highest
-is the partition's preferred owner. The worker then, in one statement, takes
-or renews the leases of the partitions it prefers (a lease is taken only when
-absent, released, lapsed, or already its own; taking one over increments its
-epoch) and releases those it holds but no longer prefers, unless it is
-running their head (it keeps renewing those until the head is finished). So a
+is the partition's preferred owner. The worker then releases the leases it
+holds but no longer prefers and, in one statement, takes or renews those it
+prefers (``take(renew_own=True)`` of the one fenced lease,
+:mod:`later_django.storage.leases`: a lease is taken only when absent,
+released, lapsed, or already its own; taking one over increments its epoch).
+A partition whose head it is running is kept and renewed until that head is
+finished. So a
 newly started worker gets its share within a second or two, and a dead
 worker's partitions move once its leases lapse.
 
@@ -26,7 +28,7 @@ from later_django.conf import LaterSettings
 from later_django.core import rendezvous
 from later_django.core.clock import now_ms
 from later_django.engine.topics import configured_topics
-from later_django.storage.partitions import Partition, PartitionStore
+from later_django.storage.partitions import Partition
 from later_django.storage.stores import stores_for
 
 logger = logging.getLogger("later_django.worker")
@@ -97,20 +99,29 @@ class PartitionAssignment:
             if rendezvous.owner(live, *partition) == self.worker_id
         }
         busy = self.busy()
-        store = PartitionStore(self.using)
+        store = stores_for(self.using).partitions
+        scope = (self.namespace,)
         unwanted = [p for p in self.held if p not in preferred and p not in busy]
         if unwanted:
-            store.release(self.namespace, self.worker_id, unwanted)
+            store.leases.release(scope, self.worker_id, unwanted)
         wanted = preferred | (busy & set(self.held))
-        current = store.leases(self.namespace)
+        current = store.leases.leases(scope)
+        # Only rows a take can win are written: an upsert would lock live leases of others.
         takeable = [
             partition
             for partition in wanted
             if partition not in current
             or current[partition].owner in (None, self.worker_id)
-            or current[partition].lease_until_ms < now
+            or current[partition].until_ms < now
         ]
-        held = store.take(self.namespace, self.worker_id, takeable, now + self.lease_ms, now)
+        held = store.leases.take(
+            scope,
+            self.worker_id,
+            takeable,
+            until_ms=now + self.lease_ms,
+            now_ms=now,
+            renew_own=True,
+        )
         # A head lost to the one race of the head bookkeeping comes back here.
         store.materialize_heads(self.namespace, held)
         gained = set(held) - set(self.held)
@@ -129,5 +140,7 @@ class PartitionAssignment:
     def release_all(self) -> None:
         """Gives up every lease this worker holds (a graceful exit)."""
         if self.held:
-            PartitionStore(self.using).release(self.namespace, self.worker_id, list(self.held))
+            stores_for(self.using).partitions.leases.release(
+                (self.namespace,), self.worker_id, list(self.held)
+            )
             self.held = {}

@@ -7,7 +7,8 @@ import pytest
 from later_django.core import rendezvous
 from later_django.core.clock import now_ms
 from later_django.engine.topics import register_topic
-from later_django.storage.partitions import PartitionEntry, PartitionStore
+from later_django.storage.partitions import PartitionEntry
+from later_django.storage.stores import stores_for
 from tests.partitions.conftest import NAMESPACE, TOPIC
 from tests.partitions.support import fetch, heads, partition_rows
 
@@ -21,7 +22,7 @@ def _entry(sequence: int, job_id: str, partition: int = 0, stage: str = "enqueue
 def test_allocation_is_consecutive_per_partition_and_needs_the_registered_count(
     db_alias: str,
 ) -> None:
-    store = PartitionStore(db_alias)
+    store = stores_for(db_alias).partitions
     assert store.allocate(NAMESPACE, [(TOPIC, 0, 3, 8)]) == {}, "unregistered topic: nothing"
     register_topic(db_alias, NAMESPACE, TOPIC, 8)
     assert store.allocate(NAMESPACE, [(TOPIC, 0, 3, 8), (TOPIC, 5, 1, 8)]) == {
@@ -38,7 +39,7 @@ def test_allocation_is_consecutive_per_partition_and_needs_the_registered_count(
 
 
 def test_enter_sets_a_head_only_where_there_is_none(db_alias: str) -> None:
-    store = PartitionStore(db_alias)
+    store = stores_for(db_alias).partitions
     store.enter(NAMESPACE, [_entry(1, "A"), _entry(2, "B")])
     store.enter(NAMESPACE, [_entry(3, "C"), _entry(1, "X", partition=1, stage="delayed")])
     assert [(*row[:4], row[5]) for row in heads(db_alias)] == [
@@ -49,7 +50,7 @@ def test_enter_sets_a_head_only_where_there_is_none(db_alias: str) -> None:
 
 
 def test_advance_moves_the_head_to_the_next_row_or_drops_it(db_alias: str) -> None:
-    store = PartitionStore(db_alias)
+    store = stores_for(db_alias).partitions
     store.enter(NAMESPACE, [_entry(1, "A"), _entry(2, "B"), _entry(1, "Z", partition=1)])
     store.advance(NAMESPACE, [(TOPIC, 0), (TOPIC, 1)], exits=["A", "Z"])
     # B has no index row in this storage-level test: its stage defaults to enqueued.
@@ -62,7 +63,7 @@ def test_advance_moves_the_head_to_the_next_row_or_drops_it(db_alias: str) -> No
 
 
 def test_a_missing_head_is_materialized_from_the_lowest_row(db_alias: str) -> None:
-    store = PartitionStore(db_alias)
+    store = stores_for(db_alias).partitions
     store.enter(NAMESPACE, [_entry(4, "D"), _entry(5, "E")])
     # The race's outcome: rows without a head.
     fetch_delete = "DELETE FROM later_partition_head"
@@ -78,7 +79,7 @@ def test_a_missing_head_is_materialized_from_the_lowest_row(db_alias: str) -> No
 
 
 def test_claims_read_only_heads_of_partitions_the_owner_holds(db_alias: str) -> None:
-    store = PartitionStore(db_alias)
+    store = stores_for(db_alias).partitions
     now = now_ms()
     store.enter(
         NAMESPACE,
