@@ -369,6 +369,7 @@ def read_recurring(using: str, namespace: str) -> list[RecurringFigure]:
     empty when that module is not there (an older release)."""
     try:
         from later_django.engine.recurring import list_recurring
+        from later_django.storage.stores import stores_for
     except ImportError:
         return []
     return [
@@ -381,7 +382,7 @@ def read_recurring(using: str, namespace: str) -> list[RecurringFigure]:
             next_run_ms=getattr(item, "next_run_ms", None),
             last_run_ms=getattr(item, "last_run_ms", None),
         )
-        for item in list_recurring(using=using, namespace=namespace)
+        for item in list_recurring(stores=stores_for(using), namespace=namespace)
     ]
 
 

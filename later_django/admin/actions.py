@@ -27,6 +27,7 @@ from later_django.exceptions import ActionRefused, RecordDecodeError
 from later_django.models import DeliveryMessage
 from later_django.storage.db import as_bytes
 from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from later_django.storage.types import Delete, JobIndexRemove, RangeRemove
 
 #: How far after the job became ready its delivery message may have been published.
@@ -88,7 +89,7 @@ def retry_failed(using: str, namespace: str, job_id: str) -> JobRecord:
         writes.publish_job(record)
         writes.index_changes.append(JobIndexRemove(record.job_id))
         writes.metrics.transitions.append((record.stage, record.stage_at_ms))
-        commit(writes, using)
+        commit(writes, stores_for(using))
     return record
 
 
@@ -109,7 +110,7 @@ def run_now(using: str, namespace: str, job_id: str) -> JobRecord:
         if record.run_after_ms is not None:
             moves.unschedule(writes, record, record.run_after_ms)
         moves.make_ready(writes, record, now)
-        commit(writes, using)
+        commit(writes, stores_for(using))
     return record
 
 
@@ -151,7 +152,7 @@ def delete_job(using: str, namespace: str, job_id: str) -> JobRecord:
                 RangeRemove(children_key(namespace, record.parent_job_id), job_id.encode())
             )
         writes.index_changes.append(JobIndexRemove(job_id))
-        commit(writes, using)
+        commit(writes, stores_for(using))
     return record
 
 

@@ -26,6 +26,7 @@ from later_django.engine.promotion import promote_due
 from later_django.engine.recurring_pass import recurring_pass, recurring_wanted
 from later_django.maintenance.framework import MaintenancePass, PassContext, register_pass
 from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from later_django.storage.types import WalCheckpoint
 from later_django.storage.upkeep import (
     WAL_CHECK_INTERVAL_MS,
@@ -61,7 +62,7 @@ def promote(context: PassContext) -> int:
     total = 0
     while True:
         promoted = promote_due(
-            using=context.using, namespace=context.namespace, limit=PROMOTE_BATCH
+            stores=stores_for(context.using), namespace=context.namespace, limit=PROMOTE_BATCH
         )
         total += promoted
         if promoted < PROMOTE_BATCH or context.out_of_time():

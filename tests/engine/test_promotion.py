@@ -22,7 +22,7 @@ from later_django.engine.promotion import PROMOTION_BATCH, promote_due
 from later_django.storage.django import DjangoStorage
 from later_django.storage.queries.kv import KvQueries
 from later_django.storage.queue import SqlDeliveryQueue
-from later_django.storage.stores import driver_for
+from later_django.storage.stores import driver_for, stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, row_counts
 
@@ -126,7 +126,7 @@ def test_promotion_reads_only_the_due_jobs_among_100_000_scheduled_later(
         return execute(sql, params, many, context)
 
     with connections[engine_db].execute_wrapper(capture):
-        promoted = promote_due(using=engine_db, namespace=NAMESPACE)
+        promoted = promote_due(stores=stores_for(engine_db), namespace=NAMESPACE)
 
     assert promoted == DUE
     scans = [
@@ -151,7 +151,7 @@ def test_promotion_reads_only_the_due_jobs_among_100_000_scheduled_later(
         "enqueued": DUE,
     }
     assert SqlDeliveryQueue(engine_db).depth(NAMESPACE) == DUE
-    assert promote_due(using=engine_db, namespace=NAMESPACE) == 0
+    assert promote_due(stores=stores_for(engine_db), namespace=NAMESPACE) == 0
 
 
 def test_a_namespace_that_could_overlap_another_namespaces_keys_is_refused(

@@ -19,6 +19,7 @@ from later_django.engine.enqueue import NewJob, enqueue_jobs
 from later_django.engine.execution import start_batch
 from later_django.storage.django import DjangoStorage
 from later_django.storage.queue import SqlDeliveryQueue
+from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished
 
@@ -40,7 +41,7 @@ def test_a_record_naming_a_plain_function_fails_without_calling_it(
                 backend="default",
             )
         ],
-        using=engine_db,
+        stores=stores_for(engine_db),
         namespace=NAMESPACE,
     )
 
@@ -112,7 +113,7 @@ def test_a_job_left_running_by_a_lost_worker_is_retried_with_a_worker_lost_error
         messages = SqlDeliveryQueue(engine_db).claim(NAMESPACE, ["default"], "lost", lease_ms)
         start_batch(
             messages,
-            using=engine_db,
+            stores=stores_for(engine_db),
             namespace=NAMESPACE,
             worker_id="lost",
             lease_ms=lease_ms,
