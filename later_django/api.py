@@ -19,11 +19,13 @@ from django.tasks.exceptions import InvalidTask
 from later_django.backend import LaterBackend
 from later_django.conf import later_settings
 from later_django.core.topics import key_bytes
+from later_django.engine import recurring
 from later_django.engine.enqueue import CONTINUE_ON
 from later_django.engine.partitions import check_public_topic
 from later_django.engine.recurring import RecurringDefinition
 from later_django.exceptions import ParentNotFound, TopicLayoutMismatch, TopicNotConfigured
 from later_django.logs import Consumer, LogRecord, RetainedLog, StaleLease, consumer, log
+from later_django.storage.stores import stores_for
 
 __all__ = [
     "Consumer",
@@ -121,9 +123,6 @@ def schedule_recurring(
     occurrences (and their continuations) run one at a time in the reserved topic
     ``__later_recurring__``, keyed by ``id``. Joins the caller's ``atomic()``.
     """
-    from later_django.conf import later_settings
-    from later_django.engine import recurring
-
     recurring.validate_recurring_id(id)
     recurring.validate_cron(cron, id)
     recurring.validate_timezone(timezone, id)
@@ -137,7 +136,7 @@ def schedule_recurring(
     job = backend.new_job(task, args, kwargs)
     settings = later_settings()
     return recurring.upsert_definition(
-        using=settings.database,
+        stores=stores_for(settings.database),
         namespace=settings.namespace,
         recurring_id=id,
         cron=cron,
@@ -155,12 +154,9 @@ def remove_recurring(id: str) -> bool:
     Occurrences already enqueued are not touched. Joins the caller's ``atomic()``.
     A definition from ``LATER["RECURRING"]`` comes back at the next worker start
     unless it is also removed from the settings."""
-    from later_django.conf import later_settings
-    from later_django.engine import recurring
-
     settings = later_settings()
     return recurring.delete_definition(
-        using=settings.database, namespace=settings.namespace, recurring_id=id
+        stores=stores_for(settings.database), namespace=settings.namespace, recurring_id=id
     )
 
 

@@ -32,7 +32,7 @@ from later_django.engine.enqueue import NewJob, enqueue_jobs
 from later_django.engine.registry import resolve_task
 from later_django.engine.results import task_result
 from later_django.exceptions import RecordDecodeError, UnregisteredTaskError
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from later_django.tasks import LaterTask
 
 
@@ -75,7 +75,9 @@ class LaterBackend(BaseTaskBackend):
     def write_jobs(self, tasks: Sequence[Task], jobs: Sequence[NewJob]) -> list[TaskResult]:
         """Writes ``jobs`` in one transaction; sends ``task_enqueued`` for each on commit."""
         settings = later_settings()
-        records = enqueue_jobs(jobs, using=settings.database, namespace=settings.namespace)
+        records = enqueue_jobs(
+            jobs, stores=stores_for(settings.database), namespace=settings.namespace
+        )
         results = [
             task_result(record, task, self.alias)
             for record, task in zip(records, tasks, strict=True)
@@ -93,7 +95,7 @@ class LaterBackend(BaseTaskBackend):
 
     def get_result(self, result_id: str) -> TaskResult:
         settings = later_settings()
-        raw = DjangoStorage(settings.database).get(job_key(settings.namespace, str(result_id)))
+        raw = stores_for(settings.database).kv.get(job_key(settings.namespace, str(result_id)))
         if raw is None:
             raise TaskResultDoesNotExist(result_id)
         try:

@@ -342,7 +342,7 @@ def read_recurring(using: str, namespace: str) -> list[RecurringFigure]:
             next_run_ms=item.next_run_ms,
             last_run_ms=item.last_run_ms,
         )
-        for item in list_recurring(using=using, namespace=namespace)
+        for item in list_recurring(stores=stores_for(using), namespace=namespace)
     ]
 
 

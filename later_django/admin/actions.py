@@ -24,9 +24,8 @@ from later_django.core.records import JobRecord, decode_record
 from later_django.engine import moves
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import ActionRefused, RecordDecodeError
-from later_django.models import DeliveryMessage
 from later_django.storage.stores import stores_for
-from later_django.storage.types import Delete, JobIndexRemove, RangeRemove
+from later_django.storage.types import Delete, RangeRemove
 
 #: How far after the job became ready its delivery message may have been published.
 _PUBLISH_WINDOW_MS = 60_000
@@ -78,27 +77,9 @@ def retry_failed(using: str, namespace: str, job_id: str) -> JobRecord:
                 "there is nothing to run again"
             )
         writes = JobWrites(namespace)
-        _operator_retry(writes, record, now)
-        commit(writes, using)
+        moves.retry_failed(writes, record, now)
+        commit(writes, stores_for(using))
     return record
-
-
-def _operator_retry(writes: JobWrites, record: JobRecord, now: int) -> None:
-    """The operator's failed -> enqueued move of a job not on a partition, as changes
-    to ``writes``: the record live again (no expiry, no finish time or reason),
-    published, its index row dropped (the queue answers for it), one transition.
-
-    The engine's ``moves.make_ready`` makes every other move into ``enqueued`` but
-    refuses ``failed`` (an operator-only move), so this spells the same changes.
-    """
-    stages.move(record, stages.ENQUEUED, now, operator=True)
-    record.ready_at_ms = now
-    record.finished_at_ms = None
-    record.reason = None
-    writes.save(record)
-    writes.publish_job(record)
-    writes.index_changes.append(JobIndexRemove(record.job_id))
-    writes.metrics.transitions.append((record.stage, record.stage_at_ms))
 
 
 def run_now(using: str, namespace: str, job_id: str) -> JobRecord:
@@ -118,7 +99,7 @@ def run_now(using: str, namespace: str, job_id: str) -> JobRecord:
         if record.run_after_ms is not None:
             moves.unschedule(writes, record, record.run_after_ms)
         moves.make_ready(writes, record, now)
-        commit(writes, using)
+        commit(writes, stores_for(using))
     return record
 
 
@@ -150,16 +131,14 @@ def delete_job(using: str, namespace: str, job_id: str) -> JobRecord:
         if record.stage == stages.ENQUEUED and record.topic is None:
             _delete_queue_message(using, namespace, record)
         writes = JobWrites(namespace)
-        writes.other_operations.append(Delete(job_key(namespace, job_id)))
-        writes.other_operations.append(Delete(undecodable_key(namespace, job_id)))
+        writes.add(Delete(job_key(namespace, job_id)))
+        writes.add(Delete(undecodable_key(namespace, job_id)))
         if record.stage in (stages.DELAYED, stages.REQUEUED) and record.run_after_ms is not None:
-            writes.other_operations.append(Delete(due_key(namespace, record.run_after_ms, job_id)))
+            writes.add(Delete(due_key(namespace, record.run_after_ms, job_id)))
         if record.parent_job_id is not None and record.stage == stages.WAITING:
-            writes.other_operations.append(
-                RangeRemove(children_key(namespace, record.parent_job_id), job_id.encode())
-            )
-        writes.index_changes.append(JobIndexRemove(job_id))
-        commit(writes, using)
+            writes.add(RangeRemove(children_key(namespace, record.parent_job_id), job_id.encode()))
+        writes.unindex(job_id)
+        commit(writes, stores_for(using))
     return record
 
 
@@ -186,10 +165,5 @@ def _delete_queue_message(using: str, namespace: str, record: JobRecord) -> bool
         except RecordDecodeError:
             continue
         if isinstance(command, ExecuteJob) and command.job_id == record.job_id:
-            deleted, _ = (
-                DeliveryMessage.objects.using(using)
-                .filter(sequence=sequence, lease_until__isnull=True)
-                .delete()
-            )
-            return deleted > 0
+            return stores_for(using).queue.delete_unclaimed(sequence)
     return False

@@ -9,14 +9,15 @@ publish per (queue, priority) of the batch, carrying the PostgreSQL wake-up.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from django.db import transaction
+from django.tasks import Task, TaskResult
 
-from later_django.conf import later_settings
+from later_django.conf import LaterSettings, later_settings
 from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.keys import children_key, job_key
@@ -24,7 +25,7 @@ from later_django.core.records import JobRecord, decode_record, new_job_id
 from later_django.engine import metrics, moves, partitions
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import LaterError, ParentNotFound, TopicLayoutMismatch
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import Stores
 from later_django.storage.types import RangeAdd
 
 CONTINUE_ON = ("success", "finish")
@@ -52,7 +53,20 @@ class NewJob:
     recurring_id: str | None = None
 
 
-def enqueue_jobs(jobs: Sequence[NewJob], *, using: str, namespace: str) -> list[JobRecord]:
+@runtime_checkable
+class JobBackend(Protocol):
+    """What the engine needs of the ``django.tasks`` backend whose jobs it writes
+    (``LaterBackend``): a task call checked and described as a :class:`NewJob`,
+    and the write of such jobs (with ``task_enqueued`` sent on commit)."""
+
+    alias: str
+
+    def new_job(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> NewJob: ...
+
+    def write_jobs(self, tasks: Sequence[Task], jobs: Sequence[NewJob]) -> list[TaskResult]: ...
+
+
+def enqueue_jobs(jobs: Sequence[NewJob], *, stores: Stores, namespace: str) -> list[JobRecord]:
     """Writes ``jobs`` in one transaction and returns their records (in order).
 
     A job with ``run_after_ms`` in the future starts ``delayed``; one with a
@@ -72,59 +86,90 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, using: str, namespace: str) -> list[
     if not jobs:
         return []
     settings = later_settings()
-    now = now_ms()
-    writes = JobWrites(namespace)
-    records: list[JobRecord] = []
-    missing: LaterError | None = None
     # Routing first: an unknown topic raises before anything is read or written.
-    routes = [partitions.route(job, settings) if job.topic is not None else None for job in jobs]
-    has_parents = any(job.parent_job_id is not None for job in jobs)
-    needs_transaction = has_parents or any(route is not None for route in routes)
+    routes = [
+        partitions.route(job.topic, job.partition_key, settings) if job.topic is not None else None
+        for job in jobs
+    ]
+    needs_transaction = any(job.parent_job_id is not None for job in jobs) or any(
+        route is not None for route in routes
+    )
     # Without parents or partitions there is one write (on PostgreSQL one statement,
     # atomic by itself), which commit() wraps in a transaction when it needs one.
-    with transaction.atomic(using=using, savepoint=False) if needs_transaction else nullcontext():
+    with (
+        transaction.atomic(using=stores.using, savepoint=False)
+        if needs_transaction
+        else nullcontext()
+    ):
         try:
-            parents = _parents(jobs, using, namespace)
+            parents = _parents(jobs, stores, namespace)
             placements = _placements(jobs, routes, parents)
-            sequences = iter(
-                partitions.allocate_sequences(
-                    [placement for placement in placements if placement is not None],
-                    using=using,
-                    namespace=namespace,
-                    settings=settings,
-                )
+            sequences = partitions.allocate_sequences(
+                [placement for placement in placements if placement is not None],
+                stores=stores,
+                namespace=namespace,
+                settings=settings,
             )
         except (ParentNotFound, TopicLayoutMismatch) as error:
-            # Raised below, after the block: raised through it, it would mark the
-            # caller's transaction for rollback although no job was written.
-            missing, parents, jobs, placements = error, {}, (), []
-        for job, placement in zip(jobs, placements, strict=True):
-            record = _new_record(job, namespace, now)
-            if placement is not None:
-                record.topic, record.partition_id = placement
-                record.sequence = next(sequences)
-            records.append(record)
-            if job.parent_job_id is None:
-                moves.place_new(writes, record, now)
-                continue
-            parent = parents[job.parent_job_id]
-            if parent.stage not in stages.FINISHED:
-                moves.place_new(writes, record, now)
-                writes.other_operations.append(
-                    RangeAdd(children_key(namespace, parent.job_id), record.job_id.encode())
-                )
-            elif parent.stage == stages.FAILED and job.run_on == "success":
-                moves.fail_waiting(writes, record, now, f"parent {parent.job_id} failed", settings)
-            else:
-                if placement is not None:
-                    # Enters its partition waiting, then is ready at once.
-                    moves.place_new(writes, record, now)
-                moves.make_ready(writes, record, now)
-        writes.after_commit.append(metrics.flush_if_due)
-        commit(writes, using)
+            # Raised after the block: raised through it, it would mark the caller's
+            # transaction for rollback although no job was written.
+            missing: LaterError | None = error
+        else:
+            missing = None
+            records = _write_new(jobs, placements, iter(sequences), parents, stores, namespace)
     if missing is not None:
         raise missing
     return records
+
+
+def _write_new(
+    jobs: Sequence[NewJob],
+    placements: Sequence[tuple[str, int] | None],
+    sequences: Iterator[int],
+    parents: dict[str, JobRecord],
+    stores: Stores,
+    namespace: str,
+) -> list[JobRecord]:
+    """Places every job in its first stage and commits them; their records, in order."""
+    settings = later_settings()
+    now = now_ms()
+    writes = JobWrites(namespace)
+    records: list[JobRecord] = []
+    for job, placement in zip(jobs, placements, strict=True):
+        record = _new_record(job, namespace, now)
+        if placement is not None:
+            record.topic, record.partition_id = placement
+            record.sequence = next(sequences)
+        records.append(record)
+        parent = parents.get(job.parent_job_id) if job.parent_job_id is not None else None
+        _place(writes, record, job, parent, placement is not None, now, settings)
+    writes.on_commit(metrics.flush_if_due)
+    commit(writes, stores)
+    return records
+
+
+def _place(
+    writes: JobWrites,
+    record: JobRecord,
+    job: NewJob,
+    parent: JobRecord | None,
+    partitioned: bool,
+    now: int,
+    settings: LaterSettings,
+) -> None:
+    """A new job's moves: its first stage, or, behind a finished parent, ready or failed."""
+    if parent is None:
+        moves.place_new(writes, record, now)
+    elif parent.stage not in stages.FINISHED:
+        moves.place_new(writes, record, now)
+        writes.add(RangeAdd(children_key(record.namespace, parent.job_id), record.job_id.encode()))
+    elif parent.stage == stages.FAILED and job.run_on == "success":
+        moves.fail_waiting(writes, record, now, f"parent {parent.job_id} failed", settings)
+    else:
+        if partitioned:
+            # Enters its partition waiting, then is ready at once.
+            moves.place_new(writes, record, now)
+        moves.make_ready(writes, record, now)
 
 
 def _placements(
@@ -176,15 +221,14 @@ def _new_record(job: NewJob, namespace: str, now: int) -> JobRecord:
     )
 
 
-def _parents(jobs: Sequence[NewJob], using: str, namespace: str) -> dict[str, JobRecord]:
+def _parents(jobs: Sequence[NewJob], stores: Stores, namespace: str) -> dict[str, JobRecord]:
     """The parents' records, read under a row lock on PostgreSQL (SQLite holds the
     write lock already), so a parent cannot finish between this read and the
     child's registration: its finishing worker waits, then sees the child."""
     parent_ids = sorted({job.parent_job_id for job in jobs if job.parent_job_id is not None})
     if not parent_ids:
         return {}
-    storage = DjangoStorage(using)
-    found = storage.get_many_for_update([job_key(namespace, parent) for parent in parent_ids])
+    found = stores.kv.get_many_for_update([job_key(namespace, parent) for parent in parent_ids])
     parents: dict[str, JobRecord] = {}
     for parent_id in parent_ids:
         raw = found.get(job_key(namespace, parent_id))

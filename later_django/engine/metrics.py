@@ -17,7 +17,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from later_django.core.clock import minute_bucket
+from later_django.core.clock import MINUTE_MS, minute_bucket
+from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexMetricsBatch
 
 logger = logging.getLogger("later_django.metrics")
@@ -90,9 +91,9 @@ class MetricsAccumulator:
         for target in set(transitions) | set(waits):
             batch = JobIndexMetricsBatch()
             for (stage, minute), count in sorted(transitions.get(target, {}).items()):
-                batch.transitions.append((stage, minute * 60_000, count))
+                batch.transitions.append((stage, minute * MINUTE_MS, count))
             for (mode, minute), (count, total, longest) in sorted(waits.get(target, {}).items()):
-                batch.waits.append((mode, minute * 60_000, count, total, longest))
+                batch.waits.append((mode, minute * MINUTE_MS, count, total, longest))
             if batch.transitions or batch.waits:
                 batches[target] = batch
         return batches
@@ -113,13 +114,11 @@ def flush() -> int:
     """Writes everything gathered (one statement per metric table per target);
     returns the number of targets written. On a database error the samples are
     kept for the next flush and the error is raised."""
-    from later_django.storage.django import DjangoStorage
-
     batches = accumulator.take()
     written = 0
     try:
         for (namespace, using), batch in list(batches.items()):
-            DjangoStorage(using).job_index_record_metrics_batch(namespace, batch)
+            stores_for(using).index.job_index_record_metrics_batch(namespace, batch)
             del batches[(namespace, using)]
             written += 1
     finally:

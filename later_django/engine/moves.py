@@ -18,15 +18,14 @@ from later_django.core.keys import due_key, undecodable_key
 from later_django.core.records import JobError, JobRecord
 from later_django.core.retry import RetryPolicy
 from later_django.engine.writes import JobWrites
-from later_django.exceptions import ParentFailed, StageMoveError, class_path
-from later_django.storage.partitions import PartitionEntry
-from later_django.storage.types import (
-    Delete,
-    JobIndexRemove,
-    JobIndexRow,
-    JobIndexUpsert,
-    Set,
+from later_django.exceptions import (
+    ParentFailed,
+    StageMoveError,
+    UnregisteredTaskError,
+    class_path,
 )
+from later_django.storage.partitions import PartitionEntry
+from later_django.storage.types import Delete, JobIndexRow, Set
 
 REGULAR = "regular"
 SEQUENTIAL = "sequential"
@@ -56,11 +55,7 @@ def index_row(
 
 
 def _index(writes: JobWrites, record: JobRecord, **extra: Any) -> None:
-    writes.index_changes.append(JobIndexUpsert(index_row(record, **extra)))
-
-
-def _transition(writes: JobWrites, record: JobRecord) -> None:
-    writes.metrics.transitions.append((record.stage, record.stage_at_ms))
+    writes.index(index_row(record, **extra))
 
 
 # --- entering the system ---
@@ -90,7 +85,7 @@ def _place_partitioned(writes: JobWrites, record: JobRecord, now: int) -> None:
     writes.save(record)
     _index(writes, record)
     topic, partition_id = _partition(record)
-    writes.partition_entries.append(
+    writes.partitions.enter(
         PartitionEntry(topic, partition_id, record.sequence, record.job_id, earliest, record.stage)
     )
 
@@ -107,15 +102,13 @@ def place_new(writes: JobWrites, record: JobRecord, now: int) -> None:
     elif record.stage == stages.DELAYED:
         writes.save(record)
         _index(writes, record)
-        writes.other_operations.append(
-            Set(due_key(record.namespace, record.run_after_ms or now, record.job_id), b"")
-        )
+        writes.add(Set(due_key(record.namespace, record.run_after_ms or now, record.job_id), b""))
     elif record.stage == stages.WAITING:
         writes.save(record)
         _index(writes, record)
     else:
         raise StageMoveError(f"a new job cannot start in stage {record.stage!r}")
-    _transition(writes, record)
+    writes.count_transition(record)
 
 
 def make_ready(writes: JobWrites, record: JobRecord, now: int) -> None:
@@ -129,8 +122,8 @@ def make_ready(writes: JobWrites, record: JobRecord, now: int) -> None:
             record.enqueued_at_ms = now
         writes.save(record)
         _index(writes, record)
-        writes.partitions_touched.add(_partition(record))
-        _transition(writes, record)
+        writes.partitions.touch(_partition(record))
+        writes.count_transition(record)
         return
     had_index_row = record.stage in (stages.DELAYED, stages.WAITING, stages.REQUEUED)
     stages.move(record, stages.ENQUEUED, now)
@@ -140,21 +133,46 @@ def make_ready(writes: JobWrites, record: JobRecord, now: int) -> None:
     writes.save(record)
     writes.publish_job(record)
     if had_index_row:
-        writes.index_changes.append(JobIndexRemove(record.job_id))
-    _transition(writes, record)
+        writes.unindex(record.job_id)
+    writes.count_transition(record)
+
+
+def retry_failed(writes: JobWrites, record: JobRecord, now: int) -> None:
+    """failed -> enqueued, an operator's move: the job runs once more.
+
+    The record is live again (no expiry) and published; its index row goes (the
+    delivery queue answers for a queued job). The errors of earlier attempts are
+    kept, so a retry policy whose retries are used up fails the job again at its
+    next error. Raises ``StageMoveError`` for a job that is not failed or is on a
+    topic partition (whose order the partition keeps)."""
+    if record.stage != stages.FAILED:
+        raise StageMoveError(
+            f"job {record.job_id} is {record.stage!r}; only a failed job can be retried"
+        )
+    if record.topic is not None:
+        raise StageMoveError(
+            f"job {record.job_id} is on partition {record.partition_id} of topic "
+            f"{record.topic!r}; an operator retry would skip the partition's order"
+        )
+    stages.move(record, stages.ENQUEUED, now, operator=True)
+    record.ready_at_ms = now
+    record.finished_at_ms = None
+    record.reason = None
+    writes.save(record)
+    writes.publish_job(record)
+    writes.unindex(record.job_id)
+    writes.count_transition(record)
 
 
 def unschedule(writes: JobWrites, record: JobRecord, due_at_ms: int) -> None:
-    writes.other_operations.append(Delete(due_key(record.namespace, due_at_ms, record.job_id)))
+    writes.add(Delete(due_key(record.namespace, due_at_ms, record.job_id)))
 
 
 # --- running ---
 
 
-def start(
-    writes: JobWrites, record: JobRecord, now: int, worker_id: str, lease_until_ms: int
-) -> None:
-    """enqueued -> running under ``worker_id``'s execution lease."""
+def _begin_attempt(writes: JobWrites, record: JobRecord, now: int, worker_id: str) -> None:
+    """enqueued -> running on ``worker_id``: the attempt is counted and its wait sampled."""
     stages.move(record, stages.RUNNING, now)
     record.worker_ids.append(worker_id)
     if record.started_at_ms is None:
@@ -163,11 +181,34 @@ def start(
     wait_ms = max(0, now - (record.ready_at_ms or now))
     writes.save(record)
     _index(writes, record, wait_ms=wait_ms)
-    writes.leases_acquired.append((record.job_id, lease_until_ms, record.attempts))
-    writes.metrics.waits.append((SEQUENTIAL if record.topic else REGULAR, wait_ms, now))
+    writes.count_wait(SEQUENTIAL if record.topic else REGULAR, wait_ms, now)
     if record.topic is not None:
-        writes.partitions_touched.add(_partition(record))
-    _transition(writes, record)
+        writes.partitions.touch(_partition(record))
+    writes.count_transition(record)
+
+
+def start(
+    writes: JobWrites, record: JobRecord, now: int, worker_id: str, lease_until_ms: int
+) -> None:
+    """enqueued -> running under ``worker_id``'s execution lease."""
+    _begin_attempt(writes, record, now, worker_id)
+    writes.acquire_lease(record.job_id, lease_until_ms, record.attempts)
+
+
+def refuse_unregistered(
+    writes: JobWrites,
+    record: JobRecord,
+    now: int,
+    worker_id: str,
+    error: UnregisteredTaskError,
+    settings: LaterSettings,
+) -> None:
+    """enqueued -> running -> failed at once, with no execution lease and no retry:
+    the record's task path is not a registered task (``error`` says why), and
+    waiting will not register it. The attempt counts, like one that ran."""
+    _begin_attempt(writes, record, now, worker_id)
+    failure = JobError(class_path(UnregisteredTaskError), str(error), now, record.attempts)
+    fail_attempt(writes, record, now, failure, settings, retryable=False)
 
 
 def _finish(
@@ -179,10 +220,8 @@ def _finish(
     writes.save(record, ttl)
     _index(writes, record, expire_ms=now + ttl * 1000)
     if record.topic is not None and record.partition_id is not None:
-        # The partition moves on: the row leaves, the next row becomes the head.
-        writes.partition_exits.append(record.job_id)
-        writes.partitions_touched.add(_partition(record))
-    _transition(writes, record)
+        writes.partitions.leave(record.job_id, _partition(record))
+    writes.count_transition(record)
 
 
 def succeed(
@@ -229,7 +268,7 @@ def fail_attempt(
         return
     delay_ms = int(policy.delay_seconds(retries_used + 1) * 1000)
     stages.move(record, stages.REQUEUED, now)
-    _transition(writes, record)
+    writes.count_transition(record)
     if delay_ms <= 0:
         make_ready(writes, record, now)
         return
@@ -237,13 +276,9 @@ def fail_attempt(
     writes.save(record)
     _index(writes, record)
     if record.topic is not None:
-        # The head stays and blocks its partition until the retry is due.
-        writes.partition_run_at[record.job_id] = now + delay_ms
-        writes.partitions_touched.add(_partition(record))
+        writes.partitions.retry_at(record.job_id, _partition(record), now + delay_ms)
         return
-    writes.other_operations.append(
-        Set(due_key(record.namespace, now + delay_ms, record.job_id), b"")
-    )
+    writes.add(Set(due_key(record.namespace, now + delay_ms, record.job_id), b""))
 
 
 def fail_waiting(
@@ -294,7 +329,7 @@ def replace_undecodable(
     )
     ttl = settings.retention_seconds[stages.FAILED]
     writes.save(record, ttl)
-    writes.other_operations.append(Set(undecodable_key(namespace, job_id), raw, ttl))
+    writes.add(Set(undecodable_key(namespace, job_id), raw, ttl))
     _index(writes, record, expire_ms=now + ttl * 1000)
-    _transition(writes, record)
+    writes.count_transition(record)
     return record

@@ -16,41 +16,41 @@ from later_django.core.keys import due_scan_bounds, job_id_of_due_key
 from later_django.engine import moves
 from later_django.engine.record_reads import read_records
 from later_django.engine.writes import JobWrites, commit
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import Stores
 from later_django.storage.types import Delete
 
 #: Entries promoted per transaction; a pass loops until fewer come back.
 PROMOTION_BATCH = 500
 
 
-def promote_due(*, using: str, namespace: str, limit: int = PROMOTION_BATCH) -> int:
+def promote_due(*, stores: Stores, namespace: str, limit: int = PROMOTION_BATCH) -> int:
     """Moves up to ``limit`` due jobs to ``enqueued`` in one transaction; returns how
     many schedule entries it consumed (entries whose job is gone or no longer
     delayed/requeued are just removed)."""
     now = now_ms()
-    storage = DjangoStorage(using)
     start, stop = due_scan_bounds(namespace, now)
-    with transaction.atomic(using=using):
-        keys = storage.key_scan(start, stop, limit)
+    with transaction.atomic(using=stores.using):
+        keys = stores.kv.key_scan(start, stop, limit)
         if not keys:
             return 0
         records = read_records(
-            storage, namespace, [job_id_of_due_key(key) for key in keys], for_update=True
+            stores.kv, namespace, [job_id_of_due_key(key) for key in keys], for_update=True
         )
         writes = JobWrites(namespace)
-        writes.other_operations += [Delete(key) for key in keys]
+        for key in keys:
+            writes.add(Delete(key))
         for record in records.values():
             if record.stage in (stages.DELAYED, stages.REQUEUED):
                 moves.make_ready(writes, record, now)
-        commit(writes, using)
+        commit(writes, stores)
     return len(keys)
 
 
-def promote_all_due(*, using: str, namespace: str, limit: int = PROMOTION_BATCH) -> int:
+def promote_all_due(*, stores: Stores, namespace: str, limit: int = PROMOTION_BATCH) -> int:
     """Runs :func:`promote_due` until a batch comes back short; returns the total."""
     total = 0
     while True:
-        promoted = promote_due(using=using, namespace=namespace, limit=limit)
+        promoted = promote_due(stores=stores, namespace=namespace, limit=limit)
         total += promoted
         if promoted < limit:
             return total

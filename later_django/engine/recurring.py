@@ -23,21 +23,21 @@ import logging
 import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgpack
 from croniter import croniter
+from django.conf import settings as django_settings
 from django.db import transaction
 
 from later_django.core import clock
 from later_django.core.keys import recurring_due_key, recurring_key, recurring_key_bounds
 from later_django.core.payload import json_compatible
 from later_django.exceptions import RecordDecodeError
+from later_django.storage.kv import KeyValueStore
+from later_django.storage.stores import Stores
 from later_django.storage.types import Delete, Set, StorageOperation
-
-if TYPE_CHECKING:
-    from later_django.storage.django import DjangoStorage
 
 logger = logging.getLogger("later_django.recurring")
 
@@ -194,30 +194,26 @@ def decode_definition(raw: bytes) -> RecurringDefinition:
     return RecurringDefinition(**values)
 
 
-def _storage(using: str) -> DjangoStorage:
-    from later_django.storage.django import DjangoStorage
-
-    return DjangoStorage(using)
-
-
-def get_recurring(*, using: str, namespace: str, recurring_id: str) -> RecurringDefinition | None:
+def get_recurring(
+    *, stores: Stores, namespace: str, recurring_id: str
+) -> RecurringDefinition | None:
     """The definition stored under ``recurring_id``, or ``None``."""
-    raw = _storage(using).get(recurring_key(namespace, recurring_id))
+    raw = stores.kv.get(recurring_key(namespace, recurring_id))
     return None if raw is None else decode_definition(raw)
 
 
-def list_recurring(*, using: str, namespace: str) -> list[RecurringDefinition]:
+def list_recurring(*, stores: Stores, namespace: str) -> list[RecurringDefinition]:
     """Every definition of ``namespace`` in id order (a key range scan plus one
     ``get_many`` per page). A definition that cannot be decoded is left out and logged."""
-    storage = _storage(using)
+    kv = stores.kv
     start, stop = recurring_key_bounds(namespace)
     definitions: list[RecurringDefinition] = []
     page = _PAGE
     while True:
-        keys = storage.key_scan(start, stop, page)
+        keys = kv.key_scan(start, stop, page)
         if not keys:
             break
-        values = storage.get_many(keys)
+        values = kv.get_many(keys)
         for key in keys:
             raw = values.get(key)
             if raw is None:
@@ -251,13 +247,11 @@ def write_operations(
     return operations
 
 
-def _locked(
-    storage: DjangoStorage, namespace: str, recurring_id: str
-) -> RecurringDefinition | None:
+def _locked(kv: KeyValueStore, namespace: str, recurring_id: str) -> RecurringDefinition | None:
     """The stored definition, its row locked until the transaction ends (PostgreSQL;
     SQLite's IMMEDIATE transaction holds the write lock already)."""
     key = recurring_key(namespace, recurring_id)
-    raw = storage.get_many_for_update([key]).get(key)
+    raw = kv.get_many_for_update([key]).get(key)
     return None if raw is None else decode_definition(raw)
 
 
@@ -266,7 +260,7 @@ def _locked(
 
 def upsert_definition(
     *,
-    using: str,
+    stores: Stores,
     namespace: str,
     recurring_id: str,
     cron: str,
@@ -287,9 +281,8 @@ def upsert_definition(
     validate_cron(cron, recurring_id)
     timezone = validate_timezone(timezone, recurring_id)
     now = clock.now_ms() if now is None else now
-    storage = _storage(using)
-    with transaction.atomic(using=using):
-        old = _locked(storage, namespace, recurring_id)
+    with transaction.atomic(using=stores.using):
+        old = _locked(stores.kv, namespace, recurring_id)
         same_schedule = old is not None and old.cron == cron and old.timezone == timezone
         new = RecurringDefinition(
             id=recurring_id,
@@ -309,34 +302,31 @@ def upsert_definition(
         )
         if old is not None and replace(old, updated_at_ms=now) == new:
             return old
-        storage.apply(write_operations(namespace, old, new), savepoint=False)
+        stores.kv.apply(write_operations(namespace, old, new), savepoint=False)
     return new
 
 
 def delete_definition(
-    *, using: str, namespace: str, recurring_id: str, only_source: str | None = None
+    *, stores: Stores, namespace: str, recurring_id: str, only_source: str | None = None
 ) -> bool:
     """Deletes the definition (and its index key); ``True`` if one was deleted. With
     ``only_source`` a definition from another source is left alone."""
-    storage = _storage(using)
-    with transaction.atomic(using=using):
-        old = _locked(storage, namespace, recurring_id)
+    with transaction.atomic(using=stores.using):
+        old = _locked(stores.kv, namespace, recurring_id)
         if old is None or (only_source is not None and old.source != only_source):
             return False
-        storage.apply(write_operations(namespace, old, None), savepoint=False)
+        stores.kv.apply(write_operations(namespace, old, None), savepoint=False)
     return True
 
 
 def configured_recurring() -> dict[str, dict[str, Any]]:
     """``LATER["RECURRING"]`` (validated by check later_django.E009), or ``{}``."""
-    from django.conf import settings
-
-    later = getattr(settings, "LATER", None) or {}
+    later = getattr(django_settings, "LATER", None) or {}
     return dict(later.get("RECURRING") or {})
 
 
 def sync_configured_recurring(
-    *, using: str, namespace: str, configured: dict[str, dict[str, Any]] | None = None
+    *, stores: Stores, namespace: str, configured: dict[str, dict[str, Any]] | None = None
 ) -> dict[str, int]:
     """Makes the stored settings definitions match ``LATER["RECURRING"]`` (worker start).
 
@@ -353,9 +343,9 @@ def sync_configured_recurring(
         raise ValueError("; ".join(problems))
     counts = {"written": 0, "unchanged": 0, "deleted": 0}
     for recurring_id, entry in configured.items():
-        before = get_recurring(using=using, namespace=namespace, recurring_id=recurring_id)
+        before = get_recurring(stores=stores, namespace=namespace, recurring_id=recurring_id)
         after = upsert_definition(
-            using=using,
+            stores=stores,
             namespace=namespace,
             recurring_id=recurring_id,
             cron=entry["cron"],
@@ -367,10 +357,10 @@ def sync_configured_recurring(
             source=SOURCE_SETTINGS,
         )
         counts["unchanged" if after == before else "written"] += 1
-    for definition in list_recurring(using=using, namespace=namespace):
+    for definition in list_recurring(stores=stores, namespace=namespace):
         stale = definition.source == SOURCE_SETTINGS and definition.id not in configured
         if stale and delete_definition(
-            using=using,
+            stores=stores,
             namespace=namespace,
             recurring_id=definition.id,
             only_source=SOURCE_SETTINGS,

@@ -37,7 +37,7 @@ from later_django.core.keys import (
     recurring_key,
 )
 from later_django.core.topics import RECURRING_TOPIC
-from later_django.engine.enqueue import NewJob
+from later_django.engine.enqueue import JobBackend, NewJob
 from later_django.engine.recurring import (
     RecurringDefinition,
     decode_definition,
@@ -47,7 +47,7 @@ from later_django.engine.recurring import (
 )
 from later_django.engine.registry import resolve_task
 from later_django.exceptions import RecordDecodeError, UnregisteredTaskError
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import Stores, stores_for
 from later_django.storage.types import Delete, StorageOperation
 
 logger = logging.getLogger("later_django.recurring")
@@ -88,31 +88,30 @@ def due_ticks(definition: RecurringDefinition, now: int) -> tuple[list[int], int
 
 
 def run_recurring_pass(
-    using: str, namespace: str, now_ms: int, *, deadline: float | None = None
+    stores: Stores, namespace: str, now_ms: int, *, deadline: float | None = None
 ) -> int:
     """Enqueues the occurrences of every definition due at ``now_ms``; returns how many.
 
     ``deadline`` (a ``time.monotonic()`` value) bounds the pass: it stops after
     the page it is in, leaving the rest due for the next run.
     """
-    storage = DjangoStorage(using)
     start, stop = recurring_due_bounds(namespace, now_ms)
     enqueued = 0
     while True:
-        keys = storage.key_scan(start, stop, BATCH)
+        keys = stores.kv.key_scan(start, stop, BATCH)
         if keys:
             due = [parse_recurring_due_key(namespace, key) for key in keys]
-            enqueued += _run_page(storage, namespace, due, now_ms)
+            enqueued += _run_page(stores, namespace, due, now_ms)
         if len(keys) < BATCH or (deadline is not None and time.monotonic() > deadline):
             return enqueued
         start = keys[-1] + "\x01"  # the next key in byte order (PostgreSQL text has no NUL)
 
 
-def _run_page(storage: DjangoStorage, namespace: str, due: list[tuple[int, str]], now: int) -> int:
+def _run_page(stores: Stores, namespace: str, due: list[tuple[int, str]], now: int) -> int:
     """One page in one transaction; on a failure that is not the database's, each of
     its definitions again in its own transaction (a lone failure is logged)."""
     try:
-        return _run_batch(storage, namespace, due, now)
+        return _run_batch(stores, namespace, due, now)
     except DatabaseError:
         raise
     except Exception:
@@ -120,7 +119,7 @@ def _run_page(storage: DjangoStorage, namespace: str, due: list[tuple[int, str]]
             logger.exception("recurring job %r: its due occurrence failed", due[0][1])
             return 0
         logger.warning("a page of recurring jobs failed; retrying them one by one", exc_info=True)
-        return sum(_run_page(storage, namespace, [item], now) for item in due)
+        return sum(_run_page(stores, namespace, [item], now) for item in due)
 
 
 @dataclass
@@ -129,16 +128,18 @@ class _Batch:
 
     operations: list[StorageOperation] = field(default_factory=list)
     #: backend alias → (backend, tasks, jobs, the definition of each job)
-    jobs: dict[str, tuple[Any, list[Task], list[NewJob], list[str]]] = field(default_factory=dict)
+    jobs: dict[str, tuple[JobBackend, list[Task], list[NewJob], list[str]]] = field(
+        default_factory=dict
+    )
     #: definitions that get occurrences, with their ticks and next run
     runs: list[tuple[RecurringDefinition, list[int], int]] = field(default_factory=list)
 
 
-def _run_batch(storage: DjangoStorage, namespace: str, due: list[tuple[int, str]], now: int) -> int:
+def _run_batch(stores: Stores, namespace: str, due: list[tuple[int, str]], now: int) -> int:
     batch = _Batch()
-    with transaction.atomic(using=storage.using):
+    with transaction.atomic(using=stores.using):
         keys = sorted({recurring_key(namespace, recurring_id) for _, recurring_id in due})
-        found = storage.get_many_for_update(keys)
+        found = stores.kv.get_many_for_update(keys)
         for due_ms, recurring_id in due:
             _plan(
                 batch,
@@ -162,7 +163,7 @@ def _run_batch(storage: DjangoStorage, namespace: str, due: list[tuple[int, str]
             )
             batch.operations.extend(write_operations(namespace, definition, updated))
         if batch.operations:
-            storage.apply(batch.operations, savepoint=False)
+            stores.kv.apply(batch.operations, savepoint=False)
     enqueued = sum(len(ticks) for _, ticks, _ in batch.runs)
     if enqueued:
         logger.debug(
@@ -221,14 +222,12 @@ def _plan(
 
 def _occurrences(
     definition: RecurringDefinition, ticks: list[int]
-) -> tuple[Task, Any, list[NewJob]]:
+) -> tuple[Task, JobBackend, list[NewJob]]:
     """The task, its backend and one ``NewJob`` per tick (``run_after_ms`` = the tick,
     ``recurring_id`` set; sequential ones in the reserved topic, keyed by the id)."""
-    from later_django.backend import LaterBackend
-
     task = resolve_task(definition.task_path)
     backend = task.get_backend()
-    if not isinstance(backend, LaterBackend):
+    if not isinstance(backend, JobBackend):
         raise InvalidTask(
             f"task {definition.task_path} uses backend {task.backend!r}, not a LaterBackend"
         )
@@ -242,11 +241,11 @@ def _occurrences(
 def recurring_pass(context: Any) -> int:
     """The maintenance pass ``recurring``: one bounded run at the current time."""
     return run_recurring_pass(
-        context.using, context.namespace, clock.now_ms(), deadline=context.deadline
+        stores_for(context.using), context.namespace, clock.now_ms(), deadline=context.deadline
     )
 
 
 def recurring_wanted(context: Any) -> bool:
     """A read of one index key: is any recurring definition due now?"""
     start, stop = recurring_due_bounds(context.namespace, clock.now_ms())
-    return bool(DjangoStorage(context.using).key_scan(start, stop, 1))
+    return bool(stores_for(context.using).kv.key_scan(start, stop, 1))

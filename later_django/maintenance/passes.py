@@ -61,7 +61,7 @@ def promote(context: PassContext) -> int:
     total = 0
     while True:
         promoted = promote_due(
-            using=context.using, namespace=context.namespace, limit=PROMOTE_BATCH
+            stores=stores_for(context.using), namespace=context.namespace, limit=PROMOTE_BATCH
         )
         total += promoted
         if promoted < PROMOTE_BATCH or context.out_of_time():

@@ -181,6 +181,11 @@ class SqlDeliveryQueue(DeliveryQueue):
             return 0
         return self._driver.execute(self._q.ack, self._owned(owner, wanted))
 
+    def delete_unclaimed(self, sequence: int) -> bool:
+        """Deletes the message ``sequence`` if no consumer holds it (never claimed, or
+        handed back); ``True`` if it was deleted. A held message is left to its holder."""
+        return self._driver.execute(self._q.delete_unclaimed, {"sequence": sequence}) > 0
+
     def nack(self, owner: str, sequences: Sequence[int], delay_ms: int = 0) -> int:
         """Hands the messages ``owner`` still leases back, ready again at now + ``delay_ms``;
         returns how many. Raises ``ValueError`` for a negative ``delay_ms``."""

@@ -48,8 +48,6 @@ class Heartbeat(threading.Thread):
     def beat(self) -> None:
         """One renewal of everything held, and the worker row."""
         sequences, job_ids = self.held()
-        # Partition jobs have no delivery message (negative stand-in sequences).
-        sequences = [sequence for sequence in sequences if sequence > 0]
         now = now_ms()
         storage = DjangoStorage(self.using)
         if sequences:

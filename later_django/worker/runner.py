@@ -123,7 +123,7 @@ class Worker:
         self.lease_ms = int(options.lease_seconds * 1000)
         self.pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="later-job")
         self._lock = threading.Lock()
-        self.in_flight: dict[int, StartedJob] = {}
+        self.in_flight: dict[str, StartedJob] = {}
         self.completed: deque[Outcome] = deque()
         #: Sequences whose outcome is being written (acknowledged) right now.
         self._writing: set[int] = set()
@@ -208,7 +208,9 @@ class Worker:
             self.options.concurrency,
         )
         self._with_retries(
-            lambda: sync_configured_recurring(using=self.using, namespace=self.namespace)
+            lambda: sync_configured_recurring(
+                stores=stores_for(self.using), namespace=self.namespace
+            )
         )
         vendor = connections[self.using].vendor
         listener = None
@@ -269,7 +271,8 @@ class Worker:
     def _held(self) -> tuple[list[int], list[str]]:
         with self._lock:
             started = list(self.in_flight.values())
-        return [job.sequence for job in started], [job.record.job_id for job in started]
+        sequences = [job.sequence for job in started if job.sequence is not None]
+        return sequences, [job.record.job_id for job in started]
 
     def _with_retries(self, action) -> None:  # type: ignore[no-untyped-def]
         backoff = _Backoff()
@@ -399,7 +402,7 @@ class Worker:
             return 0
         started = start_heads(
             claims,
-            using=self.using,
+            stores=stores_for(self.using),
             namespace=self.namespace,
             worker_id=self.worker_id,
             lease_ms=self.lease_ms,
@@ -408,7 +411,7 @@ class Worker:
         self.claimed_total += len(started)
         with self._lock:
             for job in started:
-                self.in_flight[job.sequence] = job
+                self.in_flight[job.record.job_id] = job
         for job in started:
             self.pool.submit(self._run_job, job)
         # Heads that were not started (a lost attempt now retried) may be runnable.
@@ -443,7 +446,7 @@ class Worker:
         try:
             started = start_batch(
                 messages,
-                using=self.using,
+                stores=stores_for(self.using),
                 namespace=self.namespace,
                 worker_id=self.worker_id,
                 lease_ms=self.lease_ms,
@@ -454,7 +457,7 @@ class Worker:
             raise
         with self._lock:
             for job in started:
-                self.in_flight[job.sequence] = job
+                self.in_flight[job.record.job_id] = job
         for job in started:
             self.pool.submit(self._run_job, job)
         return len(messages)
@@ -508,7 +511,7 @@ class Worker:
             return
         outcomes = list(self.completed)
         with self._lock:
-            self._writing = {outcome.started.sequence for outcome in outcomes}
+            self._writing = {o.started.sequence for o in outcomes if o.started.sequence is not None}
         # Slots the finished jobs free, for the partitions' next heads (started in
         # the same transaction); none once stopping.
         with self._lock:
@@ -520,7 +523,7 @@ class Worker:
         try:
             records, started = finish_and_continue(
                 outcomes,
-                using=self.using,
+                stores=stores_for(self.using),
                 namespace=self.namespace,
                 worker_id=self.worker_id,
                 settings=self.settings,
@@ -541,9 +544,9 @@ class Worker:
             self.completed.popleft()
         with self._lock:
             for outcome in outcomes:
-                self.in_flight.pop(outcome.started.sequence, None)
+                self.in_flight.pop(outcome.started.record.job_id, None)
             for job in started:
-                self.in_flight[job.sequence] = job
+                self.in_flight[job.record.job_id] = job
             self._writing = set()
         for job in started:
             self.pool.submit(self._run_job, job)
@@ -606,7 +609,7 @@ class Worker:
         storage = DjangoStorage(self.using)
         start, stop = due_scan_bounds(self.namespace, now_ms())
         if storage.key_scan(start, stop, 1):
-            promote_all_due(using=self.using, namespace=self.namespace)
+            promote_all_due(stores=stores_for(self.using), namespace=self.namespace)
             return False
         return not stores_for(self.using).queue.has_ready(self.namespace, self.options.queues)
 

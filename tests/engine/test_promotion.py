@@ -125,7 +125,7 @@ def test_promotion_reads_only_the_due_jobs_among_100_000_scheduled_later(
         return execute(sql, params, many, context)
 
     with connections[engine_db].execute_wrapper(capture):
-        promoted = promote_due(using=engine_db, namespace=NAMESPACE)
+        promoted = promote_due(stores=stores_for(engine_db), namespace=NAMESPACE)
 
     assert promoted == DUE
     scans = [
@@ -150,7 +150,7 @@ def test_promotion_reads_only_the_due_jobs_among_100_000_scheduled_later(
         "enqueued": DUE,
     }
     assert stores_for(engine_db).queue.depth(NAMESPACE) == DUE
-    assert promote_due(using=engine_db, namespace=NAMESPACE) == 0
+    assert promote_due(stores=stores_for(engine_db), namespace=NAMESPACE) == 0
 
 
 def test_a_namespace_that_could_overlap_another_namespaces_keys_is_refused(

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from later_django.api import continue_with
 from later_django.conf import later_settings
-from later_django.engine.execution import Outcome, finish_batch, start_batch
+from later_django.engine.execution import Outcome, finish_and_continue, start_batch
 from later_django.storage.django import DjangoStorage
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
@@ -80,7 +80,7 @@ def test_a_started_job_is_running_with_its_start_time_and_worker(engine_db: str)
 
     [started] = start_batch(
         messages,
-        using=engine_db,
+        stores=stores_for(engine_db),
         namespace=NAMESPACE,
         worker_id=WORKER,
         lease_ms=30_000,
@@ -98,9 +98,9 @@ def test_a_started_job_is_running_with_its_start_time_and_worker(engine_db: str)
     with pytest.raises(ValueError, match="not finished yet"):
         _ = running.return_value
 
-    finish_batch(
+    finish_and_continue(
         [Outcome(started, return_value=42)],
-        using=engine_db,
+        stores=stores_for(engine_db),
         namespace=NAMESPACE,
         worker_id=WORKER,
         settings=settings,

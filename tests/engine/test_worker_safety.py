@@ -40,7 +40,7 @@ def test_a_record_naming_a_plain_function_fails_without_calling_it(
                 backend="default",
             )
         ],
-        using=engine_db,
+        stores=stores_for(engine_db),
         namespace=NAMESPACE,
     )
 
@@ -112,7 +112,7 @@ def test_a_job_left_running_by_a_lost_worker_is_retried_with_a_worker_lost_error
         messages = stores_for(engine_db).queue.claim(NAMESPACE, ["default"], "lost", lease_ms)
         start_batch(
             messages,
-            using=engine_db,
+            stores=stores_for(engine_db),
             namespace=NAMESPACE,
             worker_id="lost",
             lease_ms=lease_ms,

@@ -20,10 +20,10 @@ from later_django.engine import metrics
 from later_django.engine.execution import (
     Outcome,
     finish_and_continue,
-    finish_batch,
     start_heads,
 )
 from later_django.storage.partitions import PartitionStore
+from later_django.storage.stores import stores_for
 from later_django.worker.runner import Worker, WorkerOptions
 from tests.partitions import tasks
 from tests.partitions.conftest import NAMESPACE, TOPIC, TOPICS
@@ -174,7 +174,7 @@ def test_a_reclaimed_lease_makes_the_old_owners_completion_change_nothing(
     [claim] = store.claim_heads(NAMESPACE, "old", now_ms(), [], 16)
     [started] = start_heads(
         [claim],
-        using=part_db,
+        stores=stores_for(part_db),
         namespace=NAMESPACE,
         worker_id="old",
         lease_ms=30_000,
@@ -188,9 +188,9 @@ def test_a_reclaimed_lease_makes_the_old_owners_completion_change_nothing(
     assert new_epochs[claim.partition] == 2
     before = snapshot(part_db)
 
-    records = finish_batch(
+    records, _ = finish_and_continue(
         [Outcome(started, return_value=0)],
-        using=part_db,
+        stores=stores_for(part_db),
         namespace=NAMESPACE,
         worker_id="old",
         settings=settings,
@@ -203,7 +203,7 @@ def test_a_reclaimed_lease_makes_the_old_owners_completion_change_nothing(
     assert (again.job_id, again.stage, again.epoch) == (claim.job_id, "running", 2)
     start_heads(
         [again],
-        using=part_db,
+        stores=stores_for(part_db),
         namespace=NAMESPACE,
         worker_id="new",
         lease_ms=30_000,
@@ -245,7 +245,7 @@ def test_a_batch_with_one_stale_partition_writes_only_the_others(
     assert len(claims) == 2
     started = start_heads(
         claims,
-        using=part_db,
+        stores=stores_for(part_db),
         namespace=NAMESPACE,
         worker_id="old",
         lease_ms=30_000,
@@ -262,7 +262,7 @@ def test_a_batch_with_one_stale_partition_writes_only_the_others(
 
     records, following = finish_and_continue(
         [Outcome(job, return_value=None) for job in started],
-        using=part_db,
+        stores=stores_for(part_db),
         namespace=NAMESPACE,
         worker_id="old",
         settings=settings,

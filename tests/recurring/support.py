@@ -6,6 +6,7 @@ from later_django.core.keys import recurring_due_key, recurring_key
 from later_django.core.records import JobRecord, decode_record
 from later_django.engine.recurring import RecurringDefinition, encode_definition, get_recurring
 from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from later_django.storage.types import Delete, Set
 
 NAMESPACE = "default"
@@ -28,7 +29,7 @@ def occurrences(alias: str, recurring_id: str) -> list[JobRecord]:
 
 
 def definition(alias: str, recurring_id: str) -> RecurringDefinition | None:
-    return get_recurring(using=alias, namespace=NAMESPACE, recurring_id=recurring_id)
+    return get_recurring(stores=stores_for(alias), namespace=NAMESPACE, recurring_id=recurring_id)
 
 
 def move_next_run(alias: str, recurring_id: str, next_run_ms: int) -> RecurringDefinition:

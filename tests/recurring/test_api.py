@@ -9,6 +9,7 @@ from later_django.api import remove_recurring, schedule_recurring
 from later_django.core.clock import now_ms
 from later_django.engine.recurring import SOURCE_API, list_recurring, next_tick_ms
 from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from tests.recurring import tasks
 from tests.recurring.support import NAMESPACE, definition
 
@@ -35,9 +36,9 @@ def test_schedule_stores_a_definition_with_its_next_run(recur_db: str) -> None:
     assert stored.next_run_ms in {
         next_tick_ms("0 3 * * *", "Europe/Paris", moment) for moment in (before, now_ms())
     }
-    assert [found.id for found in list_recurring(using=recur_db, namespace=NAMESPACE)] == [
-        "nightly"
-    ]
+    assert [
+        found.id for found in list_recurring(stores=stores_for(recur_db), namespace=NAMESPACE)
+    ] == ["nightly"]
 
 
 def test_kwargs_are_stored_and_timezone_defaults_to_utc(recur_db: str) -> None:
@@ -83,7 +84,7 @@ def test_replacing_keeps_the_next_run_unless_the_schedule_changes(recur_db: str)
     assert second.args == [2] and second.next_run_ms == first.next_run_ms
     third = schedule_recurring("r", "30 4 * * *", tasks.plain, 2)
     assert third.next_run_ms == next_tick_ms("30 4 * * *", "UTC", third.updated_at_ms)
-    assert len(list_recurring(using=recur_db, namespace=NAMESPACE)) == 1
+    assert len(list_recurring(stores=stores_for(recur_db), namespace=NAMESPACE)) == 1
     # one index key per definition, at its current next run
     index = DjangoStorage(recur_db).key_scan(f"{NAMESPACE}-recurdue-", f"{NAMESPACE}-recurdue.", 10)
     assert len(index) == 1 and index[0].endswith(f"{third.next_run_ms:015d}-r")

@@ -11,6 +11,7 @@ from django.db import connections
 from later_django.api import schedule_recurring
 from later_django.core.clock import now_ms
 from later_django.engine.recurring_pass import run_recurring_pass
+from later_django.storage.stores import stores_for
 from tests.recurring import tasks
 from tests.recurring.support import NAMESPACE, job_records, move_next_run
 
@@ -33,7 +34,9 @@ def test_concurrent_passes_enqueue_one_occurrence_per_tick(recur_db: str) -> Non
         try:
             for round_number in range(ROUNDS):
                 barrier.wait(timeout=30)
-                done.append(run_recurring_pass(recur_db, NAMESPACE, first + 1000 * round_number))
+                done.append(
+                    run_recurring_pass(stores_for(recur_db), NAMESPACE, first + 1000 * round_number)
+                )
         except BaseException as error:  # reported by the test thread
             errors.append(error)
         finally:

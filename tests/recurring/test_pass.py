@@ -13,6 +13,7 @@ from later_django.core.clock import now_ms
 from later_django.engine.recurring import RecurringDefinition, last_tick_ms, next_tick_ms
 from later_django.engine.recurring_pass import MISFIRE_GRACE_MS, NEVER_MS, run_recurring_pass
 from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from tests.engine.support import run_until_finished
 from tests.recurring import tasks
 from tests.recurring.support import (
@@ -41,10 +42,10 @@ def test_a_due_tick_is_enqueued_once_and_the_next_run_advances(recur_db: str) ->
     tick = (now_ms() // 10_000 - 1) * 10_000
     move_next_run(recur_db, "every-ten", tick)
 
-    assert run_recurring_pass(recur_db, NAMESPACE, tick - 1) == 0
-    assert run_recurring_pass(recur_db, NAMESPACE, tick) == 1
-    assert run_recurring_pass(recur_db, NAMESPACE, tick) == 0
-    assert run_recurring_pass(recur_db, NAMESPACE, tick + 9_999) == 0
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, tick - 1) == 0
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, tick) == 1
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, tick) == 0
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, tick + 9_999) == 0
 
     [occurrence] = occurrences(recur_db, "every-ten")
     assert occurrence.stage == stages.ENQUEUED
@@ -61,7 +62,7 @@ def test_the_occurrence_runs_and_knows_its_tick(recur_db: str, tmp_path: Path) -
     path = str(tmp_path / "ticks")
     schedule_recurring("runs", "* * * * * *", tasks.record_tick, path, label="x")
     tick = move_next_run(recur_db, "runs", recent_tick()).next_run_ms
-    assert run_recurring_pass(recur_db, NAMESPACE, tick) == 1
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, tick) == 1
     [occurrence] = occurrences(recur_db, "runs")
 
     run_until_finished([occurrence.job_id])
@@ -76,7 +77,7 @@ def test_a_slightly_late_pass_loses_no_tick(recur_db: str) -> None:
     schedule_recurring("per-second", "* * * * * *", tasks.plain, 1)
     first = move_next_run(recur_db, "per-second", recent_tick(5)).next_run_ms
     late = first + 3_000  # within MISFIRE_GRACE_MS
-    assert run_recurring_pass(recur_db, NAMESPACE, late) == 4
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, late) == 4
     ticks = [record.run_after_ms for record in occurrences(recur_db, "per-second")]
     assert sorted(ticks) == [first, first + 1000, first + 2000, first + 3000]
     assert definition(recur_db, "per-second").next_run_ms == first + 4000
@@ -89,8 +90,8 @@ def test_after_downtime_exactly_one_catch_up_runs(recur_db: str) -> None:
     missed_first = last_tick_ms("0 * * * *", "UTC", now - 5 * HOUR_MS)
     move_next_run(recur_db, "hourly", missed_first)
 
-    assert run_recurring_pass(recur_db, NAMESPACE, now) == 1
-    assert run_recurring_pass(recur_db, NAMESPACE, now) == 0
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, now) == 1
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, now) == 0
 
     [catch_up] = occurrences(recur_db, "hourly")
     assert catch_up.run_after_ms == last_tick_ms("0 * * * *", "UTC", now - MISFIRE_GRACE_MS - 1)
@@ -115,7 +116,7 @@ def test_a_task_that_no_longer_resolves_is_logged_skipped_and_kept(
     healthy = schedule_recurring("healthy", "* * * * * *", tasks.plain, 1)
 
     with caplog.at_level(logging.ERROR, logger="later_django.recurring"):
-        done = run_recurring_pass(recur_db, NAMESPACE, max(now, healthy.next_run_ms))
+        done = run_recurring_pass(stores_for(recur_db), NAMESPACE, max(now, healthy.next_run_ms))
 
     assert done == len(occurrences(recur_db, "healthy")) >= 1
     assert occurrences(recur_db, "ghost") == []
@@ -128,7 +129,7 @@ def test_a_task_that_no_longer_resolves_is_logged_skipped_and_kept(
 def test_sequential_occurrences_go_to_the_reserved_topic(recur_db: str) -> None:
     schedule_recurring("seq", "* * * * * *", tasks.plain, 1, sequential=True)
     tick = move_next_run(recur_db, "seq", recent_tick()).next_run_ms
-    assert run_recurring_pass(recur_db, NAMESPACE, tick) == 1
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, tick) == 1
     [occurrence] = occurrences(recur_db, "seq")
     assert occurrence.topic == "__later_recurring__"
     assert occurrence.partition_id is not None
@@ -139,7 +140,7 @@ def test_a_removed_definition_leaves_no_due_index_behind(recur_db: str) -> None:
 
     made = schedule_recurring("short-lived", "* * * * * *", tasks.plain, 1)
     remove_recurring("short-lived")
-    assert run_recurring_pass(recur_db, NAMESPACE, made.next_run_ms + 10_000) == 0
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, made.next_run_ms + 10_000) == 0
     assert job_records(recur_db) == []
     assert DjangoStorage(recur_db).key_scan(f"{NAMESPACE}-recur", f"{NAMESPACE}-recus", 10) == []
 
@@ -149,7 +150,7 @@ def test_a_continuation_of_a_sequential_occurrence_joins_its_partition(recur_db:
 
     schedule_recurring("seq-chain", "* * * * * *", tasks.plain, 1, sequential=True)
     tick = move_next_run(recur_db, "seq-chain", recent_tick()).next_run_ms
-    assert run_recurring_pass(recur_db, NAMESPACE, tick) == 1
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, tick) == 1
     [occurrence] = occurrences(recur_db, "seq-chain")
 
     child = continue_with(occurrence.job_id, tasks.plain, 2)
@@ -172,9 +173,9 @@ def test_listing_and_the_pass_page_through_many_definitions(
         schedule_recurring(f"many-{number}", "* * * * * *", tasks.plain, number)
         move_next_run(recur_db, f"many-{number}", tick)
 
-    listed = recurring.list_recurring(using=recur_db, namespace=NAMESPACE)
+    listed = recurring.list_recurring(stores=stores_for(recur_db), namespace=NAMESPACE)
     assert [found.id for found in listed] == [f"many-{number}" for number in range(8)]
-    assert run_recurring_pass(recur_db, NAMESPACE, tick) == 8
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, tick) == 8
     assert sorted(record.recurring_id for record in job_records(recur_db)) == [
         f"many-{number}" for number in range(8)
     ]
@@ -198,11 +199,11 @@ def test_a_schedule_with_no_tick_left_stops_without_stopping_the_pass(recur_db: 
     schedule_recurring("alive", "* * * * * *", tasks.plain, 1)
     move_next_run(recur_db, "alive", tick)
 
-    assert run_recurring_pass(recur_db, NAMESPACE, tick) == 1
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, tick) == 1
     stopped = definition(recur_db, "year-2020-only")
     assert stopped.next_run_ms == NEVER_MS and "no tick left" in stopped.last_error
     assert [record.recurring_id for record in job_records(recur_db)] == ["alive"]
-    assert run_recurring_pass(recur_db, NAMESPACE, tick + 1000) == 1
+    assert run_recurring_pass(stores_for(recur_db), NAMESPACE, tick + 1000) == 1
 
 
 def test_one_definition_failing_at_write_does_not_hold_back_its_page(
@@ -220,7 +221,7 @@ def test_one_definition_failing_at_write_does_not_hold_back_its_page(
         move_next_run(recur_db, recurring_id, tick)
 
     with caplog.at_level(logging.ERROR, logger="later_django.recurring"):
-        assert run_recurring_pass(recur_db, NAMESPACE, tick) == 2
+        assert run_recurring_pass(stores_for(recur_db), NAMESPACE, tick) == 2
 
     assert sorted(record.recurring_id for record in job_records(recur_db)) == ["a-plain", "c-plain"]
     assert definition(recur_db, "b-seq").next_run_ms == tick  # still due, retried next pass

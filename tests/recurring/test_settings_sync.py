@@ -16,6 +16,7 @@ from later_django.engine.recurring import (
     next_tick_ms,
     sync_configured_recurring,
 )
+from later_django.storage.stores import stores_for
 from later_django.worker.runner import Worker, WorkerOptions
 from tests.recurring import tasks
 from tests.recurring.support import NAMESPACE, definition, move_next_run
@@ -24,7 +25,9 @@ NIGHTLY = {"cron": "0 3 * * *", "task": "tests.recurring.tasks.plain", "args": [
 
 
 def sync(alias: str, configured: dict) -> dict[str, int]:
-    return sync_configured_recurring(using=alias, namespace=NAMESPACE, configured=configured)
+    return sync_configured_recurring(
+        stores=stores_for(alias), namespace=NAMESPACE, configured=configured
+    )
 
 
 @pytest.mark.parametrize(
@@ -97,7 +100,7 @@ def test_sync_leaves_api_definitions_alone(recur_db: str) -> None:
     schedule_recurring("from-api", "*/5 * * * *", tasks.plain, 3)
     sync(recur_db, {"nightly": NIGHTLY})
     sync(recur_db, {})
-    remaining = list_recurring(using=recur_db, namespace=NAMESPACE)
+    remaining = list_recurring(stores=stores_for(recur_db), namespace=NAMESPACE)
     assert [(found.id, found.source) for found in remaining] == [("from-api", SOURCE_API)]
 
 

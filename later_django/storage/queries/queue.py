@@ -27,6 +27,10 @@ INSERT_INTO = (
 class QueueQueries:
     """Delivery queue statements; see the module docstring for the ready predicate."""
 
+    # An operator's delete of a queued job's message: only while nobody holds it.
+    delete_unclaimed = (
+        "DELETE FROM later_delivery_queue WHERE sequence = %(sequence)s AND lease_until IS NULL"
+    )
     depth_of_queue = (
         "SELECT COALESCE(SUM(ready), 0) FROM later_queue_depth "
         "WHERE namespace = %(namespace)s AND queue_name = %(queue_name)s"

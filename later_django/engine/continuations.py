@@ -1,0 +1,78 @@
+"""Continuations: the children waiting for a job move when it finishes.
+
+A child registered with ``continue_with`` waits in its parent's children range
+(``<ns>-children-<parent id>``). The transaction that finishes the parent
+moves its children: ready when the parent succeeded (or when the child runs on
+any finish), failed with ``parent <id> failed`` when it runs only on success
+and the parent failed, and so on down the children of children.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from later_django.conf import LaterSettings
+from later_django.core import stages
+from later_django.core.clock import now_ms
+from later_django.core.keys import children_key
+from later_django.core.records import JobRecord
+from later_django.engine import moves
+from later_django.engine.record_reads import read_records
+from later_django.engine.writes import JobWrites, commit, write_tables
+from later_django.storage.stores import Stores
+from later_django.storage.types import RangeClear
+
+
+def commit_releasing_children(writes: JobWrites, stores: Stores, settings: LaterSettings) -> None:
+    """:func:`~later_django.engine.writes.commit` in one transaction (joining the
+    caller's) that also moves the continuations of every job ``writes`` finishes:
+    the parents' records are written first, then their children read and moved."""
+    with transaction.atomic(using=stores.using, savepoint=False):
+        parents = write_tables(writes, stores)
+        release_children(writes, parents, stores, settings)
+        commit(writes, stores)
+
+
+def release_children(
+    writes: JobWrites, written: list[JobRecord], stores: Stores, settings: LaterSettings
+) -> None:
+    """Moves the continuations of every finished job in ``written``, adding to ``writes``.
+
+    Runs inside the finishing transaction after the parents' records were
+    written, so a ``continue_with`` racing with the finish either committed
+    its child first (and the child is seen here) or waits for this commit and
+    then sees a finished parent. A child of a failed parent that runs only on
+    success fails too, and so, in turn, do its own such children.
+    """
+    now = now_ms()
+    namespace = writes.namespace
+    parents = [record for record in written if record.stage in stages.FINISHED]
+    seen: set[str] = set()
+    while parents:
+        parents = [parent for parent in parents if parent.job_id not in seen]
+        seen.update(parent.job_id for parent in parents)
+        ranges = stores.kv.range_members_many(
+            [children_key(namespace, parent.job_id) for parent in parents]
+        )
+        if not ranges:
+            return
+        parent_of_range = {children_key(namespace, parent.job_id): parent for parent in parents}
+        parent_of_child = {
+            member.decode(): parent_of_range[key]
+            for key, members in ranges.items()
+            for member in members
+        }
+        children = read_records(stores.kv, namespace, sorted(parent_of_child))
+        for key in sorted(ranges):
+            writes.add(RangeClear(key))
+        newly_finished: list[JobRecord] = []
+        for child_id, child in sorted(children.items()):
+            if child.stage != stages.WAITING:
+                continue
+            parent = parent_of_child[child_id]
+            if parent.stage == stages.FAILED and child.run_on == "success":
+                moves.fail_waiting(writes, child, now, f"parent {parent.job_id} failed", settings)
+                newly_finished.append(child)
+            else:
+                moves.make_ready(writes, child, now)
+        parents = newly_finished
