@@ -44,10 +44,9 @@ from later_django.engine.partition_changes import PartitionChanges
 from later_django.engine.registry import resolve_task
 from later_django.engine.writes import JobWrites, commit, write_tables
 from later_django.exceptions import RecordDecodeError, UnregisteredTaskError, WorkerLost, class_path
-from later_django.storage.execution import ExecutionLease
 from later_django.storage.partitions import HeadClaim, Partition
 from later_django.storage.stores import Stores
-from later_django.storage.types import ClaimedMessage
+from later_django.storage.types import ClaimedMessage, ExecutionLease
 
 logger = logging.getLogger("later_django.engine")
 

@@ -17,10 +17,10 @@ composed at run time repeats a fixed group of placeholders (SQLite's multi-row
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -46,6 +46,27 @@ class RowsStatement:
 
     sql: str
     row: str = ""
+
+
+class Subscription(Protocol):
+    """An open subscription to the wake-up notifications (its own connection)."""
+
+    def payloads(self, timeout: float) -> Iterable[str]:
+        """The payloads of the notifications that arrive within ``timeout`` seconds
+        (those already waiting at once); connection errors propagate."""
+        ...
+
+
+class WakeChannel(Protocol):
+    """The notifications a committed publish sends to the waiting workers."""
+
+    def subscribe(self) -> AbstractContextManager[Subscription]:
+        """A new connection of its own, already listening; closed on exit."""
+        ...
+
+    def send_probe(self, payload: str) -> None:
+        """Notifies ``payload`` from a second, short-lived connection."""
+        ...
 
 
 def placeholder_names(sql: str) -> list[str]:
@@ -176,6 +197,30 @@ class Driver:
         """Whether a write that publishes messages should also wake the listening
         workers (``LISTEN``); drivers without notifications say no."""
         return False
+
+    @property
+    def serializes_writes(self) -> bool:
+        """Whether every write transaction takes the database's one write lock, so
+        that a claimer does better to read first (no lock) whether anything is ready."""
+        return False
+
+    # --- the worker's session and wake-up ---
+
+    def relax_commit_durability(self) -> None:
+        """Lets this thread's connection, for the rest of its session, commit
+        without waiting for the commit to reach disk (a crash may lose the last
+        fraction of a second of its commits, never corrupt them). Drivers whose
+        vendor has no such setting do nothing."""
+
+    def wake_channel(self) -> WakeChannel | None:
+        """The notifications committed publishes send (``LISTEN``), or ``None``
+        when the vendor has none: a waiter then watches :meth:`change_counter`."""
+        return None
+
+    def change_counter(self) -> int:
+        """A number that changes whenever another connection commits, read on this
+        thread's connection; only drivers without a :meth:`wake_channel` have one."""
+        raise NotImplementedError(f"the {self.vendor} driver has no change counter")
 
 
 def as_bytes(value: Any) -> Any:

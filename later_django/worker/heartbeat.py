@@ -17,18 +17,20 @@ from collections.abc import Callable
 from django.db import close_old_connections, connections
 
 from later_django.core.clock import now_ms
-from later_django.storage.django import DjangoStorage
-from later_django.storage.stores import stores_for
+from later_django.storage.stores import Stores
 from later_django.storage.types import WorkerRow
 
 logger = logging.getLogger("later_django.worker")
 
 
 class Heartbeat(threading.Thread):
+    """Beats every third of ``lease_ms`` until ``stop`` is set; ``held()`` and
+    ``finishing()`` are the process's :class:`~later_django.worker.jobs.RunningJobs`."""
+
     def __init__(
         self,
         *,
-        using: str,
+        stores: Stores,
         namespace: str,
         worker: WorkerRow,
         lease_ms: int,
@@ -37,7 +39,7 @@ class Heartbeat(threading.Thread):
         stop: threading.Event,
     ) -> None:
         super().__init__(name="later-heartbeat", daemon=True)
-        self.using = using
+        self.stores = stores
         self.namespace = namespace
         self.worker = worker
         self.lease_ms = lease_ms
@@ -49,11 +51,9 @@ class Heartbeat(threading.Thread):
         """One renewal of everything held, and the worker row."""
         sequences, job_ids = self.held()
         now = now_ms()
-        storage = DjangoStorage(self.using)
+        executions = self.stores.executions
         if sequences:
-            kept = set(
-                stores_for(self.using).queue.renew(self.worker.worker_id, sequences, self.lease_ms)
-            )
+            kept = set(self.stores.queue.renew(self.worker.worker_id, sequences, self.lease_ms))
             # A message being acknowledged meanwhile is not lost: only those the
             # process still holds, and is not finishing, count.
             still_held, finishing = set(self.held()[0]), self.finishing()
@@ -68,11 +68,13 @@ class Heartbeat(threading.Thread):
                     len(lost),
                 )
         if job_ids:
-            storage.lease_renew(self.namespace, self.worker.worker_id, job_ids, now + self.lease_ms)
+            executions.lease_renew(
+                self.namespace, self.worker.worker_id, job_ids, now + self.lease_ms
+            )
         self.worker = WorkerRow(
             **{**self.worker.__dict__, "busy": len(job_ids), "heartbeat_at_ms": now}
         )
-        storage.worker_heartbeat(self.namespace, self.worker)
+        executions.worker_heartbeat(self.namespace, self.worker)
 
     def run(self) -> None:
         interval = self.lease_ms / 3000
@@ -84,6 +86,6 @@ class Heartbeat(threading.Thread):
                     logger.warning("heartbeat failed; retrying", exc_info=True)
                     close_old_connections()
                     with contextlib.suppress(Exception):
-                        connections[self.using].close()
+                        connections[self.stores.using].close()
         finally:
             connections.close_all()

@@ -29,7 +29,7 @@ from later_django.core import rendezvous
 from later_django.core.clock import now_ms
 from later_django.engine.topics import configured_topics
 from later_django.storage.partitions import Partition
-from later_django.storage.stores import stores_for
+from later_django.worker.options import WorkerContext
 
 logger = logging.getLogger("later_django.worker")
 
@@ -52,26 +52,16 @@ class PartitionAssignment:
     are kept (and renewed) even when no longer preferred.
     """
 
-    def __init__(
-        self,
-        *,
-        using: str,
-        namespace: str,
-        worker_id: str,
-        settings: LaterSettings,
-        lease_ms: int,
-        busy: Callable[[], set[Partition]],
-    ) -> None:
-        self.using = using
-        self.namespace = namespace
-        self.worker_id = worker_id
-        self.settings = settings
-        self.lease_ms = lease_ms
+    def __init__(self, *, context: WorkerContext, busy: Callable[[], set[Partition]]) -> None:
+        self.namespace = context.namespace
+        self.worker_id = context.worker_id
+        self.lease_ms = context.lease_ms
+        self.stores = context.stores
         self.busy = busy
         #: partition -> epoch of the lease this worker holds
         self.held: dict[Partition, int] = {}
         self._last_refresh = 0.0
-        self._partitions = all_partitions(settings)
+        self._partitions = all_partitions(context.settings)
 
     def maintain(self) -> bool:
         """Refreshes when :data:`REFRESH_SECONDS` passed; returns whether it did."""
@@ -87,9 +77,7 @@ class PartitionAssignment:
         now = now_ms()
         live = [
             row.worker_id
-            for row in stores_for(self.using).executions.workers_live(
-                self.namespace, now - self.lease_ms
-            )
+            for row in self.stores.executions.workers_live(self.namespace, now - self.lease_ms)
         ]
         if self.worker_id not in live:
             live.append(self.worker_id)
@@ -99,7 +87,7 @@ class PartitionAssignment:
             if rendezvous.owner(live, *partition) == self.worker_id
         }
         busy = self.busy()
-        store = stores_for(self.using).partitions
+        store = self.stores.partitions
         scope = (self.namespace,)
         unwanted = [p for p in self.held if p not in preferred and p not in busy]
         if unwanted:
@@ -140,7 +128,7 @@ class PartitionAssignment:
     def release_all(self) -> None:
         """Gives up every lease this worker holds (a graceful exit)."""
         if self.held:
-            stores_for(self.using).partitions.leases.release(
+            self.stores.partitions.leases.release(
                 (self.namespace,), self.worker_id, list(self.held)
             )
             self.held = {}

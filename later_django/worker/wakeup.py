@@ -1,13 +1,14 @@
 """How an idle worker learns that work may be waiting.
 
-PostgreSQL: a thread holds its own connection in ``LISTEN later_django`` and
-sets the worker's wake event when a transaction that published messages for
-the worker's namespace commits (one notification per transaction). SQLite has
-no notifications: the waiting worker reads ``PRAGMA data_version`` every few
-milliseconds, a counter that changes when another connection commits, and
-looks at the queue only then. Both also fall back to a periodic look, for
-messages that become due by time alone (a hand-back with a delay, a lapsed
-lease).
+The driver says which way its database offers. With a wake channel
+(PostgreSQL's ``LISTEN``) a :class:`NotificationListener` thread holds its
+own subscription and rings the worker's wake bell when a transaction that
+published messages for the worker's namespace commits (one notification per
+transaction). Without one (SQLite) the waiting worker reads the driver's
+change counter every few milliseconds (:class:`ChangeWatch`), which changes
+when another connection commits, and looks at the queue only then. Both also
+fall back to a periodic look, for messages that become due by time alone (a
+hand-back with a delay, a lapsed lease).
 """
 
 from __future__ import annotations
@@ -15,50 +16,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
 
-from django.db import connections
-
-from later_django.storage.queries.queue import WAKE_CHANNEL
+from later_django.storage.driver import Driver, WakeChannel
 from later_django.worker.bell import Bell
 
 logger = logging.getLogger("later_django.worker")
 
-#: How long the LISTEN thread waits for its own probe notification before it warns
+#: How long the listener waits for its own probe notification before it warns
 #: that its connection cannot listen (PgBouncer transaction pooling, for one).
 PROBE_SECONDS = 2.0
-#: How long the LISTEN thread waits for a notification before it looks at its stop event.
+#: How long the listener waits for a notification before it looks at its stop event.
 LISTEN_WAIT_SECONDS = 0.1
-#: How often a waiting SQLite worker reads ``PRAGMA data_version``.
-SQLITE_POLL_SECONDS = 0.005
+#: How often a waiting worker without notifications reads the change counter.
+CHANGE_POLL_SECONDS = 0.005
 
 
-def own_connection(using: str, **overrides: Any) -> Any:
-    """A new autocommit psycopg connection to the database of ``using`` (its own
-    session: Django's connection is left alone); ``overrides`` replace connection
-    parameters (e.g. ``dbname``)."""
-    import psycopg
+class NotificationListener(threading.Thread):
+    """Rings ``wake`` on every notification for ``namespace``; reconnects with back-off.
 
-    params = dict(connections[using].get_connection_params())
-    # Django's cursor class and adapters context belong to its own connection.
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    return psycopg.connect(**{**params, **overrides}, autocommit=True)
-
-
-def listening_connection(using: str) -> Any:
-    """:func:`own_connection`, already in ``LISTEN later_django``."""
-    from psycopg import sql
-
-    connection = own_connection(using)
-    connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(WAKE_CHANNEL)))
-    return connection
-
-
-class PostgresListener(threading.Thread):
-    """Sets ``wake`` on every notification for ``namespace``; reconnects with back-off.
-
-    After each ``LISTEN`` it notifies a probe payload from a second, short-lived
+    After each subscription it sends a probe payload from a second, short-lived
     connection (never a namespace payload, so no worker wakes for it) and warns
     once if the probe does not arrive within PROBE_SECONDS: behind a pooler in
     transaction mode notifications never reach the listening client (the server
@@ -66,9 +42,9 @@ class PostgresListener(threading.Thread):
     by its once-a-second look.
     """
 
-    def __init__(self, using: str, namespace: str, wake: Bell, stop: threading.Event):
+    def __init__(self, channel: WakeChannel, namespace: str, wake: Bell, stop: threading.Event):
         super().__init__(name="later-listen", daemon=True)
-        self.using = using
+        self.channel = channel
         self.namespace = namespace
         self.wake = wake
         self.stop = stop
@@ -78,8 +54,7 @@ class PostgresListener(threading.Thread):
         # ":" never appears in a namespace, so no worker takes the probe for work.
         probe = _Probe(f"probe:{threading.get_native_id()}:{time.time_ns()}")
         try:
-            with own_connection(self.using) as sender:
-                sender.execute("SELECT pg_notify(%s, %s)", [WAKE_CHANNEL, probe.payload])
+            self.channel.send_probe(probe.payload)
         except Exception as error:  # no slot for a second connection: the LISTEN still works
             logger.info("could not send the LISTEN probe (%s); not checking this connection", error)
             probe.returned = True
@@ -89,7 +64,7 @@ class PostgresListener(threading.Thread):
         delay = 0.1
         while not self.stop.is_set():
             try:
-                with listening_connection(self.using) as connection:
+                with self.channel.subscribe() as subscription:
                     probe = self._send_probe()
                     self.listening.set()
                     # A notification may have been missed while reconnecting.
@@ -98,10 +73,10 @@ class PostgresListener(threading.Thread):
                     while not self.stop.is_set():
                         # A short wait bounds how long a stopping worker waits for
                         # this thread to close its connection.
-                        for notification in connection.notifies(timeout=LISTEN_WAIT_SECONDS):
-                            if notification.payload == self.namespace:
+                        for payload in subscription.payloads(LISTEN_WAIT_SECONDS):
+                            if payload == self.namespace:
                                 self.wake.set()
-                            elif notification.payload == probe.payload:
+                            elif payload == probe.payload:
                                 probe.returned = True
                         probe.warn_if_lost()
             except Exception as error:
@@ -135,25 +110,36 @@ class _Probe:
         )
 
 
-class SqliteChangeWatch:
+class ChangeWatch:
     """Tells whether another connection committed since the last look."""
 
-    def __init__(self, using: str) -> None:
-        self.using = using
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
         self._version: int | None = None
 
     def changed(self) -> bool:
-        with connections[self.using].cursor() as cursor:
-            cursor.execute("PRAGMA data_version")
-            version = cursor.fetchone()[0]
+        version = self.driver.change_counter()
         changed = version != self._version
         self._version = version
         return changed
 
 
-def wait_for_work(wake: Bell, timeout: float, watch: SqliteChangeWatch | None) -> bool:
-    """Waits until ``wake`` is set, SQLite saw a commit, or ``timeout`` passes; clears
-    ``wake`` and returns whether something happened (rather than the timeout)."""
+def start_wakeup(
+    driver: Driver, namespace: str, wake: Bell, stop: threading.Event
+) -> tuple[NotificationListener | None, ChangeWatch | None]:
+    """The driver's way to wake: a started listener (its wake channel), or else a
+    watch of its change counter for :func:`wait_for_work`."""
+    channel = driver.wake_channel()
+    if channel is None:
+        return None, ChangeWatch(driver)
+    listener = NotificationListener(channel, namespace, wake, stop)
+    listener.start()
+    return listener, None
+
+
+def wait_for_work(wake: Bell, timeout: float, watch: ChangeWatch | None) -> bool:
+    """Waits until ``wake`` is rung, the watch saw a commit, or ``timeout`` passes;
+    clears ``wake`` and returns whether something happened (rather than the timeout)."""
     deadline = time.monotonic() + timeout
     if watch is None:
         happened = wake.wait(timeout)
@@ -163,7 +149,7 @@ def wait_for_work(wake: Bell, timeout: float, watch: SqliteChangeWatch | None) -
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
-        if wake.wait(min(SQLITE_POLL_SECONDS, remaining)):
+        if wake.wait(min(CHANGE_POLL_SECONDS, remaining)):
             wake.clear()
             return True
         if watch.changed():

@@ -10,8 +10,8 @@ from django.test import override_settings
 
 from later_django.core.clock import now_ms
 from later_django.core.keys import job_key
+from later_django.storage.postgres.listener import listening_connection
 from later_django.storage.queries.queue import WAKE_CHANNEL
-from later_django.worker.wakeup import listening_connection
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_until_finished
 

@@ -28,7 +28,7 @@ import django
 def cut_off_postgres(using: str, seconds: float) -> None:
     from django.db import connections
 
-    from later_django.worker.wakeup import own_connection
+    from later_django.storage.postgres.listener import own_connection
 
     connection = connections[using]
     database = connection.settings_dict["NAME"]
@@ -66,23 +66,23 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connections
 
-    from later_django.worker import runner
+    from later_django.worker import loop
 
     seconds = float(os.environ.get("LATER_CUT_OFF_SECONDS", "2"))
-    real_start_batch = runner.start_batch
+    real_start_batch = loop.start_batch
     starts = 0
 
     def start_batch(messages, **options):  # type: ignore[no-untyped-def]
         nonlocal starts
         starts += 1
         if starts == 1:
-            using = options["using"]
+            using = options["stores"].using
             cut = cut_off_postgres if connections[using].vendor == "postgresql" else cut_off_sqlite
             cut(using, seconds)
             print(f"cut off the database for {seconds}s after claiming {len(messages)}")
         return real_start_batch(messages, **options)
 
-    runner.start_batch = start_batch
+    loop.start_batch = start_batch
     call_command("later_worker", *sys.argv[1:])
 
 

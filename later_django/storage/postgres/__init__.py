@@ -19,7 +19,11 @@ from typing import Any, ClassVar
 import psycopg
 from django.db import transaction
 
-from later_django.storage.driver import Driver, Params, Row, RowsStatement
+from later_django.storage.driver import Driver, Params, Row, RowsStatement, WakeChannel
+from later_django.storage.postgres.listener import PostgresWakeChannel
+
+#: The session's commits return before their WAL reaches disk (see relax_commit_durability).
+ASYNCHRONOUS_COMMIT = "SET synchronous_commit = off"
 
 
 def _columns(rows: Sequence[Params], shared: Params | None) -> dict[str, Any]:
@@ -84,6 +88,15 @@ class PostgresDriver(Driver):
             return False
         transaction.on_commit(_notified_marker, using=self.using)
         return True
+
+    def relax_commit_durability(self) -> None:
+        """``synchronous_commit = off`` for the session (a session setting: behind
+        a pooler in transaction mode it stays on whichever server connection ran it)."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(ASYNCHRONOUS_COMMIT)
+
+    def wake_channel(self) -> WakeChannel:
+        return PostgresWakeChannel(self.using)
 
 
 def _notified_marker() -> None:

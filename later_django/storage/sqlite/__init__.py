@@ -27,6 +27,9 @@ from later_django.storage.driver import (
     prefix_placeholders,
 )
 
+#: Changes whenever another connection commits (this connection's own commits leave it).
+DATA_VERSION = "PRAGMA data_version"
+
 
 def expand_rows(statement: RowsStatement, count: int, shared: Iterable[str] = ()) -> str:
     """``statement.sql`` with ``{values}`` replaced by ``count`` copies of its row
@@ -82,3 +85,13 @@ class SqliteDriver(Driver):
 
     def write_transaction(self) -> AbstractContextManager[None]:
         return transaction.atomic(using=self.using)
+
+    @property
+    def serializes_writes(self) -> bool:
+        return True
+
+    def change_counter(self) -> int:
+        """``PRAGMA data_version``: changes when another connection commits."""
+        with self.cursor() as cursor:
+            cursor.execute(DATA_VERSION)
+            return int(cursor.fetchone()[0])

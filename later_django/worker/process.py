@@ -1,0 +1,141 @@
+"""The worker process's life: stop signals, a vanished supervisor, database back-off.
+
+The first SIGTERM/SIGINT rings ``stopping`` (the loop stops claiming, running
+jobs may finish within the shutdown timeout); the second exits at once with
+status 1. A supervised child whose supervisor is gone (its parent pid changed)
+stops the same way, with at most ORPHAN_SHUTDOWN_SECONDS of grace. A database
+error is logged, the connection closed, and the action retried after a
+jittered exponential back-off (0.1 s doubling to 5 s) that a stop signal cuts
+short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import Error as DatabaseError
+from django.db import connections
+
+from later_django.worker.bell import Bell
+from later_django.worker.options import WorkerOptions
+
+logger = logging.getLogger("later_django.worker")
+
+#: How long an orphaned child (its supervisor died) lets running jobs finish
+#: before it hands them back and exits (capped by ``--shutdown-timeout``).
+ORPHAN_SHUTDOWN_SECONDS = 5.0
+
+
+@dataclass
+class Backoff:
+    """Jittered exponential delays for one run of consecutive failures."""
+
+    delay: float = 0.0
+    failures: int = 0
+
+    def next(self) -> float:
+        self.failures += 1
+        self.delay = min(5.0, 0.1 * 2 ** (self.failures - 1))
+        return self.delay * random.uniform(0.8, 1.2)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class ProcessControl:
+    """The process's bells and stop state; what every actor asks before going on.
+
+    ``wake`` is rung by whatever may bring work (a job's end, a notification, a
+    signal); ``stopping`` by the first stop signal. Both are :class:`Bell`, not
+    ``threading.Event``: the signal handler rings them (see ``worker.bell``).
+    ``stop_threads`` ends the helper threads (heartbeat, listener) at exit.
+    """
+
+    def __init__(self, options: WorkerOptions, using: str) -> None:
+        self.options = options
+        self.using = using
+        self.wake = Bell()
+        self.stopping = Bell()
+        self.stop_threads = threading.Event()
+        self.signals_seen = 0
+        self.stop_signal: int | None = None
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT stop the worker; unblocks them (a supervised child starts
+        with them blocked, so one that came during its start-up is handled now)."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        """Takes no lock (it may interrupt this very thread inside one): counts,
+        rings the bells, and on a second signal exits. The loop logs the stop."""
+        self.signals_seen += 1
+        if self.signals_seen > 1:
+            try:
+                # Logging here may find this thread inside a write (RuntimeError):
+                # the exit must happen all the same.
+                logger.warning("second signal: exiting at once")
+            finally:
+                os._exit(1)
+        self.stop_signal = signum
+        self.stopping.ring()
+        self.wake.ring()
+
+    def orphaned(self) -> bool:
+        parent = self.options.parent_pid
+        return parent is not None and os.getppid() != parent
+
+    def should_stop(self) -> bool:
+        """Stop claiming: a stop signal came, or the supervisor is gone."""
+        return self.stopping.is_set() or self.orphaned()
+
+    def shutdown_seconds(self) -> float:
+        """How long running jobs may still finish once stopping."""
+        if self.orphaned():
+            return min(self.options.shutdown_timeout, ORPHAN_SHUTDOWN_SECONDS)
+        return self.options.shutdown_timeout
+
+    def announce_stop(self) -> None:
+        if self.orphaned():
+            logger.warning(
+                "supervisor %d is gone: finishing running jobs (at most %.0fs), then exiting",
+                self.options.parent_pid,
+                self.shutdown_seconds(),
+            )
+        elif self.stopping.is_set():
+            logger.info("signal %s: finishing running jobs, then exiting", self.stop_signal)
+
+    def with_retries(self, action: Callable[[], object]) -> None:
+        """Runs ``action`` until it raises no database error; once stopping, gives up
+        (re-raises) after the fourth failure in a row."""
+        backoff = Backoff()
+        while True:
+            try:
+                action()
+                return
+            except DatabaseError as error:
+                self.database_trouble(error, backoff)
+                if self.stopping.is_set() and backoff.failures > 3:
+                    raise
+
+    def database_trouble(self, error: Exception, backoff: Backoff) -> None:
+        """Logs ``error``, closes the connection, and waits the next back-off delay
+        (cut short by a stop signal)."""
+        delay = backoff.next()
+        logger.warning("database error (%s); retrying in %.2fs", error, delay)
+        with contextlib.suppress(Exception):
+            connections[self.using].close()
+        # Once stopping, the bell is rung and would not wait: sleep instead.
+        if self.stopping.is_set():
+            time.sleep(delay)
+        else:
+            self.stopping.wait(delay)
