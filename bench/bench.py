@@ -210,9 +210,9 @@ def wait_until_ready(system: str, workers: Workers) -> float:
                 )
         if system == LATER:
             from later_django.core.clock import now_ms
-            from later_django.storage.django import DjangoStorage
+            from later_django.storage.stores import stores_for
 
-            live = DjangoStorage("default").workers_live(NAMESPACE, now_ms() - 60_000)
+            live = stores_for("default").executions.workers_live(NAMESPACE, now_ms() - 60_000)
             ready = len(live) >= 2
         else:
             ready = all("Starting worker" in log.read_text() for log in workers.logs)
@@ -248,9 +248,9 @@ def stop_workers(workers: Workers) -> list[str]:
 def finished_count(system: str) -> tuple[int, int]:
     """(successful, failed) jobs, read cheaply."""
     if system == LATER:
-        from later_django.storage.django import DjangoStorage
+        from later_django.storage.stores import stores_for
 
-        counts = DjangoStorage("default").job_index_stage_counts(NAMESPACE)
+        counts = stores_for("default").index.job_index_stage_counts(NAMESPACE)
         return counts.get("success", 0), counts.get("failed", 0)
     from django.db.models import Count
     from django_tasks_db.models import DBTaskResult

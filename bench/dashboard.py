@@ -178,7 +178,7 @@ def seed(rows: int) -> float:
     from django.db import connection
 
     from later_django.core.clock import MINUTE_MS, now_ms
-    from later_django.storage.django import DjangoStorage
+    from later_django.storage.stores import stores_for
 
     now = now_ms()
     expire = now + 7 * 86_400_000
@@ -190,8 +190,8 @@ def seed(rows: int) -> float:
         else:
             cursor.execute(SEED["postgresql"], [NAMESPACE, now, now, expire, rows])
             cursor.execute("VACUUM ANALYZE later_jobs_index")
-    storage = DjangoStorage("default")
-    storage.job_index_reconcile_stage_counts(NAMESPACE)
+    storage = stores_for("default")
+    storage.index.job_index_reconcile_stage_counts(NAMESPACE)
     week = 7 * 24 * 60
     with connection.cursor() as cursor:
         cursor.executemany(
@@ -228,12 +228,12 @@ def timed_renders(client, url: str, renders: int) -> tuple[float, int]:  # type:
 def deep_cursor(stage: str, pages: int) -> str:
     """The cursor of page ``pages + 1`` of ``stage``, found by walking the pages."""
     from later_django.admin.jobs import PAGE_SIZE
-    from later_django.storage.django import DjangoStorage
+    from later_django.storage.stores import stores_for
 
-    storage = DjangoStorage("default")
+    storage = stores_for("default")
     cursor = None
     for _ in range(pages):
-        page = storage.job_index_list_by_stage(NAMESPACE, stage, cursor, PAGE_SIZE)
+        page = storage.index.job_index_list_by_stage(NAMESPACE, stage, cursor, PAGE_SIZE)
         if page.next_cursor is None:
             raise SystemExit(f"stage {stage} has fewer than {pages} pages")
         cursor = page.next_cursor

@@ -3,7 +3,7 @@
 Seeds ``LATER_BENCH_ROWS`` (default 1,500,000) delayed jobs into
 ``later_jobs_index`` of a fresh database, recounts the counters, then times
 
-* ``counter_read_ms``: ``DjangoStorage.job_index_stage_counts`` (what the dashboard reads),
+* ``counter_read_ms``: ``JobIndexStore.job_index_stage_counts`` (what the dashboard reads),
 * ``scan_ms``: ``SELECT COUNT(*) ... WHERE stage IN (live stages)``, the plain count,
 
 each the median of several reads, and prints one JSON line per database.
@@ -71,7 +71,7 @@ def run(db: str, rows: int) -> dict:
     from django.db import connection
 
     from later_django.core.clock import now_ms
-    from later_django.storage.django import DjangoStorage
+    from later_django.storage.stores import stores_for
 
     vendor = connection.vendor
     now = now_ms()
@@ -83,10 +83,10 @@ def run(db: str, rows: int) -> dict:
             cursor.execute(SEED["postgresql"], [NAMESPACE, now, now, rows])
             cursor.execute("VACUUM ANALYZE later_jobs_index")
     seed_seconds = time.perf_counter() - seeding_started
-    storage = DjangoStorage("default")
-    storage.job_index_reconcile_stage_counts(NAMESPACE)
+    storage = stores_for("default")
+    storage.index.job_index_reconcile_stage_counts(NAMESPACE)
 
-    counter_read_ms, counts = median_ms(lambda: storage.job_index_stage_counts(NAMESPACE))
+    counter_read_ms, counts = median_ms(lambda: storage.index.job_index_stage_counts(NAMESPACE))
     if counts.get("delayed") != rows:
         raise SystemExit(f"counter read {counts} does not match the {rows} seeded rows")
 

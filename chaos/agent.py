@@ -69,7 +69,7 @@ def _poison(options: argparse.Namespace) -> None:
     from chaos import tasks
     from later_django.core.keys import job_key
     from later_django.core.records import decode_record, encode_record
-    from later_django.storage.django import DjangoStorage
+    from later_django.storage.stores import stores_for
 
     path = options.ledger
     with transaction.atomic():
@@ -81,21 +81,21 @@ def _poison(options: argparse.Namespace) -> None:
             "non_json": tasks.return_non_json.using(queue_name="slow").enqueue(path),
             "sleeper": tasks.slow_first_attempt.using(queue_name="slow").enqueue(path, 600),
         }
-    storage = DjangoStorage("default")
-    storage.set(job_key("chaos", jobs["undecodable"].id), b"\xc1not-msgpack")
+    storage = stores_for("default")
+    storage.kv.set(job_key("chaos", jobs["undecodable"].id), b"\xc1not-msgpack")
     key = job_key("chaos", jobs["unregistered"].id)
-    record = decode_record(storage.get(key))
+    record = decode_record(storage.kv.get(key))
     record.task_path = "chaos.tasks.no_such_task"
-    storage.set(key, encode_record(record))
+    storage.kv.set(key, encode_record(record))
     print(json.dumps({name: result.id for name, result in jobs.items()}))
 
 
 def _record_view(job_id: str) -> dict[str, Any]:
     from later_django.core.keys import job_key
     from later_django.core.records import decode_record
-    from later_django.storage.django import DjangoStorage
+    from later_django.storage.stores import stores_for
 
-    raw = DjangoStorage("default").get(job_key("chaos", job_id))
+    raw = stores_for("default").kv.get(job_key("chaos", job_id))
     if raw is None:
         return {"stage": None}
     record = decode_record(raw)

@@ -11,7 +11,7 @@ from django.tasks.exceptions import TaskResultDoesNotExist
 from demo.models import DemoJob
 from later_django.conf import later_settings
 from later_django.engine.recurring import list_recurring
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 
 #: Stages in the order a job meets them.
 STAGES = ("delayed", "waiting", "enqueued", "running", "requeued", "success", "failed")
@@ -33,7 +33,7 @@ class JobLine:
 def stage_counts() -> list[tuple[str, int]]:
     """``(stage, count)`` for every stage, zero included, from O(1) counters."""
     settings = later_settings()
-    counts = DjangoStorage(settings.database).job_index_stage_counts(settings.namespace)
+    counts = stores_for(settings.database).index.job_index_stage_counts(settings.namespace)
     return [(stage, counts.get(stage, 0)) for stage in STAGES]
 
 

@@ -11,7 +11,6 @@ from later_django.admin import actions
 from later_django.core.keys import children_key, due_key, job_key
 from later_django.core.records import decode_record, encode_record
 from later_django.overview import read_overview
-from later_django.storage.django import DjangoStorage
 from later_django.storage.stores import stores_for
 from tests.admin.support import seed_jobs
 from tests.engine.support import result, run_burst
@@ -22,7 +21,7 @@ ACTIONS = ("later_django:job_retry", "later_django:job_run_now", "later_django:j
 
 
 def record_of(alias: str, job_id: str):
-    raw = DjangoStorage(alias).get(job_key("default", job_id))
+    raw = stores_for(alias).kv.get(job_key("default", job_id))
     return None if raw is None else decode_record(raw)
 
 
@@ -89,7 +88,7 @@ def test_retry_enqueues_a_failed_job_and_it_runs_again(
     record = record_of(later_db, seeded.failed)
     assert record.stage == "enqueued"
     assert [stage for stage, _ in record.history] == ["enqueued", "running", "failed"]
-    assert DjangoStorage(later_db).job_index_get("default", seeded.failed) is None
+    assert stores_for(later_db).index.job_index_get("default", seeded.failed) is None
     run_burst()
     again = result(seeded.failed)
     assert again.status == "FAILED"
@@ -113,12 +112,12 @@ def test_run_now_enqueues_a_delayed_job_and_removes_its_schedule_entry(
 ) -> None:
     seeded = seed_jobs()
     before = record_of(later_db, seeded.delayed)
-    storage = DjangoStorage(later_db)
+    storage = stores_for(later_db)
     due = due_key("default", before.run_after_ms, seeded.delayed)
-    assert storage.exist(due)
+    assert storage.kv.exist(due)
     response = manager_client.post(reverse("later_django:job_run_now", args=[seeded.delayed]))
     assert response.status_code == 302
-    assert not storage.exist(due)
+    assert not storage.kv.exist(due)
     run_burst()
     assert result(seeded.delayed).status == "SUCCESSFUL"
     assert result(seeded.delayed).return_value == 14
@@ -148,13 +147,13 @@ def test_deleting_a_waiting_child_removes_it_from_its_parent(
     manager_client: Client, later_db: str
 ) -> None:
     seeded = seed_jobs()
-    storage = DjangoStorage(later_db)
-    assert storage.range_count(children_key("default", seeded.delayed)) == 1
+    storage = stores_for(later_db)
+    assert storage.kv.range_count(children_key("default", seeded.delayed)) == 1
     manager_client.post(reverse("later_django:job_delete", args=[seeded.waiting_child]))
     assert record_of(later_db, seeded.waiting_child) is None
-    assert storage.job_index_get("default", seeded.waiting_child) is None
-    assert storage.range_count(children_key("default", seeded.delayed)) == 0
-    assert storage.job_index_stage_counts("default").get("waiting", 0) == 0
+    assert storage.index.job_index_get("default", seeded.waiting_child) is None
+    assert storage.kv.range_count(children_key("default", seeded.delayed)) == 0
+    assert storage.index.job_index_stage_counts("default").get("waiting", 0) == 0
 
 
 def test_deleting_a_parent_with_a_waiting_child_is_refused(
@@ -172,16 +171,16 @@ def test_deleting_delayed_and_finished_jobs_removes_record_index_and_schedule(
     manager_client: Client, later_db: str
 ) -> None:
     seeded = seed_jobs()
-    storage = DjangoStorage(later_db)
+    storage = stores_for(later_db)
     manager_client.post(reverse("later_django:job_delete", args=[seeded.waiting_child]))
     delayed = record_of(later_db, seeded.delayed)
     manager_client.post(reverse("later_django:job_delete", args=[seeded.delayed]))
     manager_client.post(reverse("later_django:job_delete", args=[seeded.failed]))
     for job_id in (seeded.delayed, seeded.failed):
         assert record_of(later_db, job_id) is None
-        assert storage.job_index_get("default", job_id) is None
-    assert not storage.exist(due_key("default", delayed.run_after_ms, seeded.delayed))
-    counts = storage.job_index_stage_counts("default")
+        assert storage.index.job_index_get("default", job_id) is None
+    assert not storage.kv.exist(due_key("default", delayed.run_after_ms, seeded.delayed))
+    counts = storage.index.job_index_stage_counts("default")
     assert counts.get("delayed", 0) == 0
     assert counts.get("failed", 0) == 0
 
@@ -191,7 +190,7 @@ def finished_figures(alias: str) -> tuple[int, int]:
     checked against the seed's count of unexpired index rows."""
     overview = read_overview(alias, "default")
     figures = overview.count("success"), overview.count("failed")
-    counts = DjangoStorage(alias).job_index_stage_counts("default")
+    counts = stores_for(alias).index.job_index_stage_counts("default")
     assert figures == (counts.get("success", 0), counts.get("failed", 0))
     return figures
 
@@ -218,10 +217,10 @@ def test_the_finished_counters_follow_the_worker_and_the_actions(
 
 def test_actions_on_partitioned_jobs_are_refused(later_db: str) -> None:
     seeded = seed_jobs()
-    storage = DjangoStorage(later_db)
+    storage = stores_for(later_db)
     record = record_of(later_db, seeded.delayed)
     record.topic, record.partition_id, record.sequence = "orders", 3, 0
-    storage.set(job_key("default", seeded.delayed), encode_record(record))
+    storage.kv.set(job_key("default", seeded.delayed), encode_record(record))
     for action in (actions.run_now, actions.delete_job):
         with pytest.raises(actions.ActionRefused, match="partition 3 of topic 'orders'"):
             action(later_db, "default", seeded.delayed)

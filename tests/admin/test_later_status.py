@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 
 from later_django.core.clock import now_ms
 from later_django.overview import STAGES, read_overview
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from later_django.storage.types import WorkerRow
 from tests.admin.support import seed_jobs
 from tests.engine import tasks
@@ -30,7 +30,7 @@ def status(*args: str) -> str:
 
 def beat(alias: str, worker_id: str = "w1", *, at_ms: int | None = None) -> None:
     at = now_ms() if at_ms is None else at_ms
-    DjangoStorage(alias).worker_heartbeat(
+    stores_for(alias).executions.worker_heartbeat(
         "default",
         WorkerRow(worker_id, "host-a", 4242, 4, ["default", "emails"], 1, at - 1000, at),
     )

@@ -16,7 +16,7 @@ from django.utils import timezone
 from later_django.admin.jobs import PAGE_SIZE
 from later_django.api import enqueue_many
 from later_django.core.clock import now_ms
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexRow
 from tests.admin.support import seed_jobs
 from tests.engine import tasks
@@ -73,7 +73,7 @@ def test_the_enqueued_list_walks_the_queue_then_the_partitioned_jobs_once_each(
 ) -> None:
     queued = enqueue_many(tasks.add, [((n, 0), {}) for n in range(2 * PAGE_SIZE + 7)])
     partitioned = partitioned_rows(PAGE_SIZE + 3, "enqueued")
-    DjangoStorage(later_db).job_index_upsert("default", partitioned)
+    stores_for(later_db).index.job_index_upsert("default", partitioned)
     ids, pages = walk(manager_client, reverse("later_django:job_list", args=["enqueued"]))
     assert len(ids) == len(set(ids))
     expected = [result.id for result in reversed(queued)] + [row.job_id for row in partitioned]
@@ -98,7 +98,7 @@ def test_the_partition_list_walks_highest_sequence_first(
     manager_client: Client, later_db: str
 ) -> None:
     rows = partitioned_rows(2 * PAGE_SIZE + 1, "success")
-    DjangoStorage(later_db).job_index_upsert("default", rows)
+    stores_for(later_db).index.job_index_upsert("default", rows)
     ids, pages = walk(manager_client, reverse("later_django:partition_list", args=["orders", 0]))
     assert ids == [row.job_id for row in reversed(rows)]
     assert pages == 3

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from later_django.core.keys import job_key
 from later_django.overview import STAGES
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from tests.admin.support import SCRIPT, seed_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -92,12 +92,12 @@ def test_the_throughput_panel_counts_the_moves_of_the_last_minute(
 def test_the_history_chart_is_inline_svg_for_each_range(
     manager_client: Client, later_db: str, range_name: str
 ) -> None:
-    storage = DjangoStorage(later_db)
+    storage = stores_for(later_db)
     from later_django.core.clock import now_ms
 
     now = now_ms()
     for minutes_ago, queued in ((50, 5), (20, 40), (1, 12)):
-        storage.queue_sample_record("default", now - minutes_ago * 60_000, queued, 2)
+        storage.index.queue_sample_record("default", now - minutes_ago * 60_000, queued, 2)
     response = manager_client.get(reverse("later_django:dashboard"), {"range": range_name})
     html = response.content.decode()
     panel = html.split('id="later-panel-history"', 1)[1].split("</section>", 1)[0]
@@ -154,7 +154,7 @@ def test_the_parent_page_lists_its_waiting_continuation(
 
 def test_arguments_are_rendered_escaped(manager_client: Client, later_db: str) -> None:
     seeded = seed_jobs()
-    assert DjangoStorage(later_db).exist(job_key("default", seeded.script_job))
+    assert stores_for(later_db).kv.exist(job_key("default", seeded.script_job))
     html = manager_client.get(
         reverse("later_django:job_detail", args=[seeded.script_job])
     ).content.decode()

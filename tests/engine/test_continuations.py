@@ -11,7 +11,6 @@ from django.db import connections, transaction
 from django.tasks import TaskResultStatus
 
 from later_django.api import ParentNotFound, continue_with
-from later_django.storage.django import DjangoStorage
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import (
@@ -31,9 +30,9 @@ def test_a_chain_of_three_jobs_runs_in_order(engine_db: str, tmp_path: Path) -> 
     first = tasks.record.enqueue(order, "A")
     second = continue_with(first, tasks.record, order, "B")
     third = continue_with(second.id, tasks.record, order, "C")
-    storage = DjangoStorage(engine_db)
-    assert storage.job_index_get(NAMESPACE, second.id).stage == "waiting"
-    assert storage.job_index_get(NAMESPACE, third.id).stage == "waiting"
+    storage = stores_for(engine_db)
+    assert storage.index.job_index_get(NAMESPACE, second.id).stage == "waiting"
+    assert storage.index.job_index_get(NAMESPACE, third.id).stage == "waiting"
     assert second.status == third.status == TaskResultStatus.READY
 
     results = run_until_finished([first.id, second.id, third.id])
@@ -48,7 +47,7 @@ def test_ten_children_of_one_parent_all_run_after_it(engine_db: str, tmp_path: P
     order = str(tmp_path / "order")
     parent = tasks.record.enqueue(order, "parent")
     children = [continue_with(parent.id, tasks.record, order, f"child {n}") for n in range(10)]
-    assert DjangoStorage(engine_db).job_index_stage_counts(NAMESPACE) == {
+    assert stores_for(engine_db).index.job_index_stage_counts(NAMESPACE) == {
         "enqueued": 1,
         "waiting": 10,
     }
@@ -60,7 +59,7 @@ def test_ten_children_of_one_parent_all_run_after_it(engine_db: str, tmp_path: P
     lines = tasks.read_lines(order)
     assert lines[0] == "parent"
     assert sorted(lines[1:]) == sorted(f"child {n}" for n in range(10))
-    assert DjangoStorage(engine_db).job_index_stage_counts(NAMESPACE) == {"success": 11}
+    assert stores_for(engine_db).index.job_index_stage_counts(NAMESPACE) == {"success": 11}
 
 
 def test_a_child_on_success_of_a_failed_parent_fails_naming_the_parent(engine_db: str) -> None:
@@ -88,7 +87,7 @@ def test_a_failure_propagates_down_a_chain_of_on_success_children(engine_db: str
 
     assert [found.status for found in results] == [TaskResultStatus.FAILED] * 3
     assert f"parent {child.id} failed" in results[2].errors[0].traceback
-    assert DjangoStorage(engine_db).job_index_stage_counts(NAMESPACE) == {"failed": 3}
+    assert stores_for(engine_db).index.job_index_stage_counts(NAMESPACE) == {"failed": 3}
 
 
 def test_a_child_on_finish_of_a_failed_parent_runs(engine_db: str) -> None:
@@ -110,11 +109,11 @@ def test_a_child_added_after_its_parent_succeeded_is_enqueued_at_once(engine_db:
 
     child = continue_with(parent.id, tasks.add, 2, 2)
 
-    storage = DjangoStorage(engine_db)
+    storage = stores_for(engine_db)
     assert child.status == TaskResultStatus.READY
-    assert storage.job_index_get(NAMESPACE, child.id) is None  # the queue answers for it
+    assert storage.index.job_index_get(NAMESPACE, child.id) is None  # the queue answers for it
     assert stores_for(engine_db).queue.depth(NAMESPACE) == 1
-    assert storage.job_index_stage_counts(NAMESPACE) == {"success": 1, "enqueued": 1}
+    assert storage.index.job_index_stage_counts(NAMESPACE) == {"success": 1, "enqueued": 1}
     run_burst()
     assert result(child.id).return_value == 4
 
@@ -194,6 +193,6 @@ def test_children_added_while_the_parent_finishes_all_run(engine_db: str, tmp_pa
     assert result(parent.id).status == TaskResultStatus.SUCCESSFUL
     results = run_until_finished([child.id for child in children])
     assert [found.return_value for found in results] == list(range(len(children)))
-    assert DjangoStorage(engine_db).job_index_stage_counts(NAMESPACE) == {
+    assert stores_for(engine_db).index.job_index_stage_counts(NAMESPACE) == {
         "success": len(children) + 1
     }

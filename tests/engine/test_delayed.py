@@ -9,7 +9,6 @@ import pytest
 from django.tasks import TaskResultStatus
 from django.utils import timezone
 
-from later_django.storage.django import DjangoStorage
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst
@@ -24,9 +23,9 @@ def test_a_job_due_later_is_ready_and_delayed_and_not_run_before_it_is_due(
     enqueued = tasks.add.using(run_after=run_after).enqueue(1, 1)
 
     assert enqueued.status == TaskResultStatus.READY
-    storage = DjangoStorage(engine_db)
-    assert storage.job_index_get(NAMESPACE, enqueued.id).stage == "delayed"
-    assert storage.job_index_stage_counts(NAMESPACE) == {"delayed": 1}
+    storage = stores_for(engine_db)
+    assert storage.index.job_index_get(NAMESPACE, enqueued.id).stage == "delayed"
+    assert storage.index.job_index_stage_counts(NAMESPACE) == {"delayed": 1}
     assert stores_for(engine_db).queue.depth(NAMESPACE) == 0
 
     run_burst()
@@ -36,7 +35,7 @@ def test_a_job_due_later_is_ready_and_delayed_and_not_run_before_it_is_due(
     assert still.status == TaskResultStatus.READY
     assert still.started_at is None
     assert still.worker_ids == []
-    assert storage.job_index_get(NAMESPACE, enqueued.id).stage == "delayed"
+    assert storage.index.job_index_get(NAMESPACE, enqueued.id).stage == "delayed"
 
 
 def test_a_delayed_job_runs_once_it_is_due(engine_db: str) -> None:
@@ -54,7 +53,7 @@ def test_a_delayed_job_runs_once_it_is_due(engine_db: str) -> None:
     assert found.status == TaskResultStatus.SUCCESSFUL
     assert found.return_value == 5
     assert found.started_at >= run_after - timedelta(milliseconds=1)
-    storage = DjangoStorage(engine_db)
-    assert storage.job_index_stage_counts(NAMESPACE) == {"success": 1}
+    storage = stores_for(engine_db)
+    assert storage.index.job_index_stage_counts(NAMESPACE) == {"success": 1}
     # The schedule entry was consumed by the promotion.
-    assert storage.key_scan(f"{NAMESPACE}-due-", f"{NAMESPACE}-due.", 10) == []
+    assert storage.kv.key_scan(f"{NAMESPACE}-due-", f"{NAMESPACE}-due.", 10) == []

@@ -13,7 +13,6 @@ from django.utils import timezone
 
 from later_django.api import enqueue_many
 from later_django.engine import metrics
-from later_django.storage.django import DjangoStorage
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, row_counts, run_burst
@@ -74,7 +73,7 @@ def test_enqueue_many_of_delayed_jobs_writes_each_table_once(engine_db: str) -> 
         "later_jobs_index": 500,
         "later_delivery_queue": 0,
     }
-    assert DjangoStorage(engine_db).job_index_stage_counts(NAMESPACE) == {"delayed": 500}
+    assert stores_for(engine_db).index.job_index_stage_counts(NAMESPACE) == {"delayed": 500}
 
 
 def test_five_hundred_jobs_enqueued_together_all_run(engine_db: str) -> None:
@@ -87,4 +86,4 @@ def test_five_hundred_jobs_enqueued_together_all_run(engine_db: str) -> None:
     assert all(found.status == TaskResultStatus.SUCCESSFUL for found in results)
     assert [found.return_value for found in results] == [n + 1 for n in range(500)]
     assert stores_for(engine_db).queue.depth(NAMESPACE) == 0
-    assert DjangoStorage(engine_db).job_index_stage_counts(NAMESPACE) == {"success": 500}
+    assert stores_for(engine_db).index.job_index_stage_counts(NAMESPACE) == {"success": 500}

@@ -19,9 +19,8 @@ from later_django.conf import setting_problems
 from later_django.core.clock import now_ms
 from later_django.core.keys import due_scan_bounds
 from later_django.engine.promotion import PROMOTION_BATCH, promote_due
-from later_django.storage.django import DjangoStorage
 from later_django.storage.queries.kv import KvQueries
-from later_django.storage.stores import driver_for, stores_for
+from later_django.storage.stores import Stores, driver_for, stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, row_counts
 
@@ -39,9 +38,9 @@ def schedule_far_ahead(count: int) -> None:
         enqueue_many(later, [((n, 0), {}) for n in range(start, min(count, start + CHUNK))])
 
 
-def wait_until_due(storage: DjangoStorage, count: int) -> None:
+def wait_until_due(storage: Stores, count: int) -> None:
     deadline = time.monotonic() + 10
-    while len(storage.key_scan(*due_scan_bounds(NAMESPACE, now_ms()), 100)) < count:
+    while len(storage.kv.key_scan(*due_scan_bounds(NAMESPACE, now_ms()), 100)) < count:
         assert time.monotonic() < deadline, "the due jobs did not become due"
         time.sleep(0.02)
 
@@ -84,11 +83,11 @@ def assert_reads_only_the_due_range(plan: list) -> None:
 def test_promotion_reads_only_the_due_jobs_among_100_000_scheduled_later(
     engine_db: str,
 ) -> None:
-    storage = DjangoStorage(engine_db)
+    storage = stores_for(engine_db)
     schedule_far_ahead(SCHEDULED_LATER)
     soon = tasks.add.using(run_after=timezone.now() + timedelta(milliseconds=300))
     due = enqueue_many(soon, [((n, 1), {}) for n in range(DUE)])
-    assert storage.job_index_stage_counts(NAMESPACE) == {"delayed": SCHEDULED_LATER + DUE}
+    assert storage.index.job_index_stage_counts(NAMESPACE) == {"delayed": SCHEDULED_LATER + DUE}
     wait_until_due(storage, DUE)
 
     if connections[engine_db].vendor == "sqlite":
@@ -145,7 +144,7 @@ def test_promotion_reads_only_the_due_jobs_among_100_000_scheduled_later(
     keys = bound if isinstance(bound, list) else json.loads(bound)
     assert sorted(keys) == sorted(f"{NAMESPACE}-job-{job.id}" for job in due), keys
     assert all(result(job.id).status == TaskResultStatus.READY for job in due)
-    assert storage.job_index_stage_counts(NAMESPACE) == {
+    assert storage.index.job_index_stage_counts(NAMESPACE) == {
         "delayed": SCHEDULED_LATER,
         "enqueued": DUE,
     }

@@ -16,7 +16,6 @@ from django.utils import timezone
 from later_django.api import continue_with
 from later_django.conf import later_settings
 from later_django.engine.execution import Outcome, finish_and_continue, start_batch
-from later_django.storage.django import DjangoStorage
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished
@@ -59,7 +58,7 @@ def test_a_delayed_job_is_ready(engine_db: str) -> None:
 
     assert_not_started(found)
     assert found.enqueued_at is not None
-    assert DjangoStorage(engine_db).job_index_get(NAMESPACE, enqueued.id).stage == "delayed"
+    assert stores_for(engine_db).index.job_index_get(NAMESPACE, enqueued.id).stage == "delayed"
 
 
 def test_a_waiting_continuation_is_ready(engine_db: str) -> None:
@@ -69,7 +68,7 @@ def test_a_waiting_continuation_is_ready(engine_db: str) -> None:
     found = result(child.id)
 
     assert_not_started(found)
-    assert DjangoStorage(engine_db).job_index_get(NAMESPACE, child.id).stage == "waiting"
+    assert stores_for(engine_db).index.job_index_get(NAMESPACE, child.id).stage == "waiting"
 
 
 def test_a_started_job_is_running_with_its_start_time_and_worker(engine_db: str) -> None:

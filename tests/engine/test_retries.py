@@ -9,7 +9,7 @@ import pytest
 from django.tasks import TaskResultStatus
 from django.test import override_settings
 
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished
 
@@ -37,7 +37,7 @@ def test_a_task_that_always_fails_ends_failed_after_its_retries_with_every_error
     assert failed.finished_at >= failed.last_attempted_at
     with pytest.raises(ValueError, match="Task failed"):
         _ = failed.return_value
-    assert DjangoStorage(engine_db).job_index_stage_counts(NAMESPACE) == {"failed": 1}
+    assert stores_for(engine_db).index.job_index_stage_counts(NAMESPACE) == {"failed": 1}
 
 
 def test_a_task_that_fails_once_then_succeeds_keeps_the_one_error(
@@ -55,7 +55,7 @@ def test_a_task_that_fails_once_then_succeeds_keeps_the_one_error(
     assert "first attempt fails" in succeeded.errors[0].traceback
     assert tasks.read_lines(marks) == ["failed", "succeeded"]
     assert succeeded.last_attempted_at - succeeded.started_at >= timedelta(seconds=0.2)
-    assert DjangoStorage(engine_db).job_index_stage_counts(NAMESPACE) == {"success": 1}
+    assert stores_for(engine_db).index.job_index_stage_counts(NAMESPACE) == {"success": 1}
 
 
 def test_a_task_without_retries_fails_after_one_attempt(engine_db: str) -> None:

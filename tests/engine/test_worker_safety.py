@@ -17,7 +17,6 @@ from later_django.core.keys import job_key
 from later_django.core.records import decode_record
 from later_django.engine.enqueue import NewJob, enqueue_jobs
 from later_django.engine.execution import start_batch
-from later_django.storage.django import DjangoStorage
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished
@@ -47,14 +46,14 @@ def test_a_record_naming_a_plain_function_fails_without_calling_it(
     run_burst()
 
     assert not called.exists()
-    storage = DjangoStorage(engine_db)
-    stored = decode_record(storage.get(job_key(NAMESPACE, record.job_id)))
+    storage = stores_for(engine_db)
+    stored = decode_record(storage.kv.get(job_key(NAMESPACE, record.job_id)))
     assert stored.stage == "failed"
     assert [error.exception_class_path for error in stored.errors] == [
         "later_django.exceptions.UnregisteredTaskError"
     ]
     assert "not a registered django.tasks.Task" in stored.errors[0].traceback
-    assert storage.job_index_stage_counts(NAMESPACE) == {"failed": 1}
+    assert storage.index.job_index_stage_counts(NAMESPACE) == {"failed": 1}
 
 
 def test_a_return_value_that_is_not_json_fails_the_job_naming_it(engine_db: str) -> None:
@@ -94,7 +93,7 @@ def test_two_workers_run_each_of_200_jobs_exactly_once(engine_db: str, tmp_path:
     results = [result(job.id) for job in enqueued]
     assert all(found.status == TaskResultStatus.SUCCESSFUL for found in results)
     assert all(found.attempts == 1 for found in results)
-    assert DjangoStorage(engine_db).job_index_stage_counts(NAMESPACE) == {"success": 200}
+    assert stores_for(engine_db).index.job_index_stage_counts(NAMESPACE) == {"success": 200}
 
 
 def test_a_job_left_running_by_a_lost_worker_is_retried_with_a_worker_lost_error(

@@ -8,7 +8,7 @@ from django.db import connections
 
 from later_django.core.keys import job_key
 from later_django.core.records import JobRecord, decode_record
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from tests.partitions.conftest import NAMESPACE
 
 PARTITION_TABLES = (
@@ -26,7 +26,7 @@ def fetch(alias: str, sql: str, params: list[Any] | None = None) -> list[tuple]:
 
 
 def record_of(alias: str, job_id: str) -> JobRecord:
-    raw = DjangoStorage(alias).get(job_key(NAMESPACE, job_id))
+    raw = stores_for(alias).kv.get(job_key(NAMESPACE, job_id))
     assert raw is not None, f"job {job_id} has no record"
     return decode_record(raw)
 

@@ -14,13 +14,13 @@ from django.tasks import TaskContext, task
 from later_django.conf import later_settings
 from later_django.core.keys import job_key
 from later_django.core.records import decode_record
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from tests.worker.tasks import append_line
 
 
 def own_record(context: TaskContext):  # type: ignore[no-untyped-def]
     settings = later_settings()
-    raw = DjangoStorage(settings.database).get(job_key(settings.namespace, context.task_result.id))
+    raw = stores_for(settings.database).kv.get(job_key(settings.namespace, context.task_result.id))
     return decode_record(raw)
 
 

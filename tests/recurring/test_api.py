@@ -8,7 +8,6 @@ from django.db import transaction
 from later_django.api import remove_recurring, schedule_recurring
 from later_django.core.clock import now_ms
 from later_django.engine.recurring import SOURCE_API, list_recurring, next_tick_ms
-from later_django.storage.django import DjangoStorage
 from later_django.storage.stores import stores_for
 from tests.recurring import tasks
 from tests.recurring.support import NAMESPACE, definition
@@ -18,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 def stored_keys(alias: str) -> list[str]:
     """Every recurring key of the namespace: definitions and their index keys."""
-    return DjangoStorage(alias).key_scan(f"{NAMESPACE}-recur", f"{NAMESPACE}-recus", 1000)
+    return stores_for(alias).kv.key_scan(f"{NAMESPACE}-recur", f"{NAMESPACE}-recus", 1000)
 
 
 def test_schedule_stores_a_definition_with_its_next_run(recur_db: str) -> None:
@@ -86,7 +85,7 @@ def test_replacing_keeps_the_next_run_unless_the_schedule_changes(recur_db: str)
     assert third.next_run_ms == next_tick_ms("30 4 * * *", "UTC", third.updated_at_ms)
     assert len(list_recurring(stores=stores_for(recur_db), namespace=NAMESPACE)) == 1
     # one index key per definition, at its current next run
-    index = DjangoStorage(recur_db).key_scan(f"{NAMESPACE}-recurdue-", f"{NAMESPACE}-recurdue.", 10)
+    index = stores_for(recur_db).kv.key_scan(f"{NAMESPACE}-recurdue-", f"{NAMESPACE}-recurdue.", 10)
     assert len(index) == 1 and index[0].endswith(f"{third.next_run_ms:015d}-r")
 
 

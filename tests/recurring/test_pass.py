@@ -12,7 +12,6 @@ from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.engine.recurring import RecurringDefinition, last_tick_ms, next_tick_ms
 from later_django.engine.recurring_pass import MISFIRE_GRACE_MS, NEVER_MS, run_recurring_pass
-from later_django.storage.django import DjangoStorage
 from later_django.storage.stores import stores_for
 from tests.engine.support import run_until_finished
 from tests.recurring import tasks
@@ -142,7 +141,7 @@ def test_a_removed_definition_leaves_no_due_index_behind(recur_db: str) -> None:
     remove_recurring("short-lived")
     assert run_recurring_pass(stores_for(recur_db), NAMESPACE, made.next_run_ms + 10_000) == 0
     assert job_records(recur_db) == []
-    assert DjangoStorage(recur_db).key_scan(f"{NAMESPACE}-recur", f"{NAMESPACE}-recus", 10) == []
+    assert stores_for(recur_db).kv.key_scan(f"{NAMESPACE}-recur", f"{NAMESPACE}-recus", 10) == []
 
 
 def test_a_continuation_of_a_sequential_occurrence_joins_its_partition(recur_db: str) -> None:

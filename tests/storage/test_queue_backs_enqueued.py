@@ -7,8 +7,7 @@ from django.db import connections
 
 from later_django.admin.job_lists import list_by_stage
 from later_django.core.commands import ExecuteJob, PartitionReady, encode_command
-from later_django.storage.django import DjangoStorage
-from later_django.storage.stores import stores_for
+from later_django.storage.stores import Stores, stores_for
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -16,8 +15,8 @@ NAMESPACE = "ns"
 QUEUE = "jobs"
 
 
-def enqueued_count(storage: DjangoStorage) -> int:
-    return storage.job_index_stage_counts(NAMESPACE).get("enqueued", 0)
+def enqueued_count(storage: Stores) -> int:
+    return storage.index.job_index_stage_counts(NAMESPACE).get("enqueued", 0)
 
 
 def leased_rows(alias: str) -> int:
@@ -27,7 +26,7 @@ def leased_rows(alias: str) -> int:
 
 
 def test_queued_jobs_are_counted_and_listed_from_the_delivery_queue(db_alias: str) -> None:
-    storage = DjangoStorage(db_alias)
+    storage = stores_for(db_alias)
     queue = stores_for(db_alias).queue
     for number in range(30):
         queue.publish(NAMESPACE, QUEUE, [encode_command(ExecuteJob(f"job-{number:02}", "work"))])
@@ -53,7 +52,7 @@ def test_queued_jobs_are_counted_and_listed_from_the_delivery_queue(db_alias: st
         cursor.execute("UPDATE later_delivery_queue SET lease_owner = NULL, lease_until = NULL")
         cursor.execute("DELETE FROM later_queue_depth")
     assert enqueued_count(storage) == 0
-    storage.job_index_reconcile_stage_counts(NAMESPACE)
+    storage.index.job_index_reconcile_stage_counts(NAMESPACE)
     assert enqueued_count(storage) == 27
 
     # The listing: newest first, in pages, jobs only; the cursor is the queue sequence.

@@ -35,7 +35,7 @@ from later_django.core.clock import now_ms
 from later_django.core.keys import job_key, undecodable_key
 from later_django.core.records import JobRecord, decode_record, encode_record
 from later_django.engine import metrics
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from tests.worker import tasks
 from tests.worker.tasks import read_lines
 
@@ -221,7 +221,7 @@ def all_successful(results: list[TaskResult]) -> bool:
 
 
 def record_of(alias: str, job_id: str) -> JobRecord:
-    raw = DjangoStorage(alias).get(job_key(NAMESPACE, job_id))
+    raw = stores_for(alias).kv.get(job_key(NAMESPACE, job_id))
     assert raw is not None, f"job {job_id} has no record"
     return decode_record(raw)
 
@@ -290,7 +290,7 @@ def events(path: Path, event: str, label: Any = None) -> list[dict[str, Any]]:
 def rewrite_task_path(alias: str, job_id: str, task_path: str) -> None:
     record = record_of(alias, job_id)
     record.task_path = task_path
-    DjangoStorage(alias).set(job_key(NAMESPACE, job_id), encode_record(record))
+    stores_for(alias).kv.set(job_key(NAMESPACE, job_id), encode_record(record))
 
 
 # --- the tests ---
@@ -421,7 +421,7 @@ def test_unknown_task_path_and_undecodable_record_fail_with_a_reason_and_worker_
     garbage = tasks.record.enqueue(str(lines), "garbage")
     rewrite_task_path(alias, plain.id, "tests.worker.tasks.plain_function")
     rewrite_task_path(alias, missing.id, "tests.worker.no_such_module.some_task")
-    DjangoStorage(alias).set(job_key(NAMESPACE, garbage.id), b"\xc1garbage")
+    stores_for(alias).kv.set(job_key(NAMESPACE, garbage.id), b"\xc1garbage")
 
     worker = workers.start(alias)
     bad = [plain.id, missing.id, garbage.id]
@@ -449,7 +449,7 @@ def test_unknown_task_path_and_undecodable_record_fail_with_a_reason_and_worker_
     assert replaced.reason is not None
     assert "not valid MessagePack" in replaced.reason
     assert replaced.errors[0].exception_class_path == "later_django.exceptions.RecordDecodeError"
-    assert DjangoStorage(alias).get(undecodable_key(NAMESPACE, garbage.id)) == b"\xc1garbage"
+    assert stores_for(alias).kv.get(undecodable_key(NAMESPACE, garbage.id)) == b"\xc1garbage"
     assert delivery_rows(alias) == []
 
     log = worker.log()

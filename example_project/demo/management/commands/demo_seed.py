@@ -27,7 +27,7 @@ from demo.models import DemoJob
 from later_django.api import enqueue_many, enqueue_to_partition
 from later_django.conf import later_settings
 from later_django.core.clock import now_ms
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 
 MINUTE_MS = 60_000
 HISTORY_MINUTES = 60
@@ -93,11 +93,11 @@ class Command(BaseCommand):
 
     def _write_history(self) -> None:
         settings = later_settings()
-        storage = DjangoStorage(settings.database)
+        storage = stores_for(settings.database)
         now = now_ms()
         for minutes_ago in range(HISTORY_MINUTES, 0, -1):
             wave = math.sin(math.pi * (HISTORY_MINUTES - minutes_ago) / HISTORY_MINUTES)
-            storage.queue_sample_record(
+            storage.index.queue_sample_record(
                 settings.namespace,
                 now - minutes_ago * MINUTE_MS,
                 queued=round(400 * wave),
