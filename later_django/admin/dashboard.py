@@ -40,7 +40,7 @@ class LaterPanel(modules.DashboardModule):
         self.panel_template = panel_template
 
     def init_with_context(self, context: Any) -> None:
-        if self._initialized:
+        if getattr(self, "_initialized", False):
             return
         self.later = dashboard_context(context["request"])
         self._initialized = True

@@ -30,5 +30,5 @@ def install_itercompat() -> bool:
     sys.modules[SHIM_NAME] = itercompat
     import django.utils
 
-    django.utils.itercompat = itercompat  # type: ignore[attr-defined]
+    django.utils.itercompat = itercompat
     return True

@@ -112,7 +112,7 @@ class _Worker:
 def task_retry_policy(task: Task | None) -> RetryPolicy | None:
     """The task's own retry policy (``@task(retry={...})`` on a ``LaterTask``)."""
     raw = getattr(task, "retry", None)
-    if raw is None:
+    if task is None or raw is None:
         return None
     return RetryPolicy.from_mapping(raw, f"the retry option of task {task.module_path}")
 
@@ -518,7 +518,7 @@ def _continue_partitions(
     commit(writes, worker.stores)
     now = now_ms()
     epochs = {lease.partition: lease.epoch for lease in held}
-    claims = []
+    claims: list[HeadClaim] = []
     for claim, earliest in following:
         due = carried.run_at.get(claim.job_id, earliest) <= now
         runnable = claim.stage == stages.ENQUEUED or (

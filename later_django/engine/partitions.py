@@ -17,18 +17,12 @@ from collections.abc import Sequence
 from later_django.conf import LaterSettings
 from later_django.core.keys import RESERVED_PREFIX
 from later_django.core.topics import partition_for_key
-from later_django.engine.topics import (
-    TopicLayoutMismatch,
-    TopicNotConfigured,
-    register_topic,
-    topic_partitions,
-)
+from later_django.engine.topics import register_topic, topic_partitions
+from later_django.exceptions import TopicLayoutMismatch
 from later_django.storage.stores import Stores
 
 __all__ = [
     "RESERVED_PREFIX",
-    "TopicLayoutMismatch",
-    "TopicNotConfigured",
     "allocate_sequences",
     "check_public_topic",
     "route",

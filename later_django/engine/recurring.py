@@ -124,7 +124,7 @@ def validate_cron(cron: Any, recurring_id: str) -> str:
     problem = cron_problem(cron)
     if problem is not None:
         raise ValueError(f"{problem}; recurring job {recurring_id!r}")
-    return cron
+    return str(cron)
 
 
 def _aware(epoch_ms: int, timezone: str) -> datetime:
@@ -176,7 +176,8 @@ def encode_definition(definition: RecurringDefinition) -> bytes:
     data: dict[str, Any] = {"v": DEFINITION_FORMAT_VERSION}
     for short, name in _FIELDS.items():
         data[short] = getattr(definition, name)
-    return msgpack.packb(data, use_bin_type=True)
+    packed: bytes = msgpack.packb(data, use_bin_type=True)
+    return packed
 
 
 def decode_definition(raw: bytes) -> RecurringDefinition:
@@ -284,6 +285,7 @@ def upsert_definition(
     with transaction.atomic(using=stores.using):
         old = _locked(stores.kv, namespace, recurring_id)
         same_schedule = old is not None and old.cron == cron and old.timezone == timezone
+        kept = old if same_schedule else None
         new = RecurringDefinition(
             id=recurring_id,
             cron=cron,
@@ -292,13 +294,13 @@ def upsert_definition(
             kwargs=dict(kwargs),
             timezone=timezone,
             sequential=bool(sequential),
-            next_run_ms=old.next_run_ms if same_schedule else next_tick_ms(cron, timezone, now),
+            next_run_ms=kept.next_run_ms if kept else next_tick_ms(cron, timezone, now),
             last_run_ms=None if old is None else old.last_run_ms,
             source=source,
             created_at_ms=now if old is None else old.created_at_ms,
             updated_at_ms=now,
             last_job_id=None if old is None else old.last_job_id,
-            last_error=old.last_error if same_schedule and old.task_path == task_path else None,
+            last_error=kept.last_error if kept and kept.task_path == task_path else None,
         )
         if old is not None and replace(old, updated_at_ms=now) == new:
             return old

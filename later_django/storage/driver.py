@@ -114,13 +114,14 @@ class Driver:
     def register(cls, queries: type[Q]) -> type[Q]:
         """Class decorator of a vendor's query class: registers it as this driver's
         statements for its direct base (the store's query class)."""
-        cls.query_classes[queries.__bases__[0]] = queries  # type: ignore[index]
+        cls.query_classes[queries.__bases__[0]] = queries
         return queries
 
     def queries(self, base: type[Q]) -> Q:
         """This vendor's statements of a store: the registered subclass of ``base``."""
         try:
-            return self.query_classes[base]()  # type: ignore[no-any-return]
+            queries: Q = self.query_classes[base]()
+            return queries
         except KeyError:
             raise LookupError(
                 f"the {self.vendor} driver has no statements for {base.__qualname__}"

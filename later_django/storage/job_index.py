@@ -435,8 +435,8 @@ class JobIndexStore:
             removed = driver.execute(
                 q.sweep_index, {"namespace": namespace, "now": now_ms, "limit": limit}
             )
-        stale = {"namespace": namespace, "before_bucket": minute_bucket(now_ms)}
-        stale["before_bucket"] -= METRIC_RETENTION_MINUTES
+        before_bucket = minute_bucket(now_ms) - METRIC_RETENTION_MINUTES
+        stale = {"namespace": namespace, "before_bucket": before_bucket}
         driver.execute(q.sweep_transitions, stale)
         driver.execute(q.sweep_waits, stale)
         return removed

@@ -120,7 +120,7 @@ def _batch_runs(
     """
     for kind, run in groupby(operations, key=type):
         if kind is Set:
-            last_per_key = {operation.key: operation for operation in run}
+            last_per_key = {op.key: op for op in run if isinstance(op, Set)}
             yield SetRun([last_per_key[key] for key in sorted(last_per_key)])
         elif kind is Delete:
             yield DeleteRun(sorted({operation.key for operation in run}))
@@ -205,8 +205,8 @@ class KeyValueStore:
             check_operation(operation)
         now = now_ms()
         with self._driver.atomic(savepoint=savepoint), self._driver.cursor() as cursor:
-            for operation in _batch_runs(operations):
-                self._apply_one(cursor, operation, now)
+            for step in _batch_runs(operations):
+                self._apply_one(cursor, step, now)
 
     def _apply_one(
         self, cursor: Any, operation: StorageOperation | SetRun | DeleteRun, now: int

@@ -131,7 +131,7 @@ class PartitionStore:
             return
         ordered = sorted(entries, key=lambda e: (e.topic, e.partition_id, e.sequence))
         if self._q.batched:
-            params = {
+            params: dict[str, Any] = {
                 field: [getattr(e, field) for e in ordered]
                 for field in ("topic", "partition_id", "sequence", "job_id", "stage")
             }

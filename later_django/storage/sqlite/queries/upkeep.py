@@ -6,6 +6,8 @@ be called inside ``transaction.atomic()`` with ``TransactionManagementError``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 
 from later_django.storage.driver import Driver
@@ -57,12 +59,12 @@ class SqliteUpkeepQueries(UpkeepQueries):
         or more; the connection's ``busy_timeout`` is restored afterwards, also
         when the checkpoint fails."""
         _refuse_inside_atomic_block(driver, "checkpoint_wal_above()", "a WAL checkpoint")
-        _, log_frames, _ = driver.fetch_one(self.wal_checkpoint_passive)
+        _, log_frames, _ = _one_row(driver, self.wal_checkpoint_passive)
         if log_frames < 0:
             return WalCheckpoint.NOT_APPLICABLE
         if log_frames < frames:
             return WalCheckpoint.BELOW_THRESHOLD
-        (original_wait_ms,) = driver.fetch_one(self.busy_timeout)
+        (original_wait_ms,) = _one_row(driver, self.busy_timeout)
         with driver.cursor() as cursor:
             cursor.execute(set_busy_timeout(truncate_wait_ms))
             try:
@@ -87,3 +89,11 @@ def _refuse_inside_atomic_block(driver: Driver, call: str, what: str) -> None:
             f"SQLite cannot run {what} inside a transaction, so call it outside any "
             "atomic block"
         )
+
+
+def _one_row(driver: Driver, sql: str) -> tuple[Any, ...]:
+    """The row a PRAGMA always returns."""
+    row = driver.fetch_one(sql)
+    if row is None:
+        raise RuntimeError(f"SQLite returned no row for {sql!r}")
+    return row
