@@ -36,11 +36,11 @@ from later_django.core.keys import RESERVED_PREFIX
 from later_django.core.stages import FINISHED_STAGES, LIVE_STAGES
 from later_django.engine.recurring import list_recurring
 from later_django.storage.dashboard import (
-    DashboardReads,
     PartitionHeadRow,
     PartitionKey,
     PartitionLeaseRow,
 )
+from later_django.storage.ports import DashboardPort
 from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexWaitStats, QueueSample, WorkerRow
 
@@ -225,7 +225,7 @@ def read_overview(
     )
 
 
-def _read_queues(reads: DashboardReads, namespace: str, now: int) -> list[QueueFigure]:
+def _read_queues(reads: DashboardPort, namespace: str, now: int) -> list[QueueFigure]:
     """Every queue's ready messages and, for those holding some, the oldest one's age."""
     figures = []
     for queue_name, ready in reads.queue_depths(namespace):
@@ -239,7 +239,7 @@ def _read_queues(reads: DashboardReads, namespace: str, now: int) -> list[QueueF
 
 
 def _read_stages(
-    reads: DashboardReads, namespace: str, job_queues: list[QueueFigure]
+    reads: DashboardPort, namespace: str, job_queues: list[QueueFigure]
 ) -> list[StageFigure]:
     """Every stage's count; ``job_queues`` are the queues without internal ones."""
     counts = dict.fromkeys(STAGES, 0)
@@ -252,7 +252,7 @@ def _read_stages(
 
 
 def _read_recent(
-    reads: DashboardReads, namespace: str, now: int
+    reads: DashboardPort, namespace: str, now: int
 ) -> tuple[dict[str, int], dict[str, JobIndexWaitStats]]:
     """Transitions per stage and waits per mode over the throughput window."""
     last = clock.minute_bucket(now)
@@ -264,7 +264,7 @@ def _read_recent(
     return transitions, waits
 
 
-def _read_topics(reads: DashboardReads, namespace: str, now: int) -> list[TopicFigure]:
+def _read_topics(reads: DashboardPort, namespace: str, now: int) -> list[TopicFigure]:
     """Each topic with its active partitions (a head or an owner), at most
     :data:`PARTITIONS_SHOWN_PER_TOPIC` shown; later_django's own idle topics left out."""
     topics = reads.topics(namespace)

@@ -19,16 +19,16 @@ from later_django.core.stages import ENQUEUED
 from later_django.exceptions import RecordDecodeError
 from later_django.storage.job_index import (
     INDEX_CURSOR,
-    JobIndexStore,
     QueuedMessage,
 )
+from later_django.storage.ports import JobIndexPort
 from later_django.storage.types import JobIndexPage, JobIndexRow
 
 _QUEUE_CURSOR = "q:"
 
 
 def list_by_stage(
-    index: JobIndexStore, namespace: str, stage: str, cursor: str | None = None, limit: int = 50
+    index: JobIndexPort, namespace: str, stage: str, cursor: str | None = None, limit: int = 50
 ) -> JobIndexPage:
     """A page of at most ``limit`` jobs in ``stage``, most recently transitioned first.
 
@@ -47,7 +47,7 @@ def list_by_stage(
 
 
 def _queued_then_indexed(
-    index: JobIndexStore, namespace: str, before_sequence: int | None, limit: int
+    index: JobIndexPort, namespace: str, before_sequence: int | None, limit: int
 ) -> JobIndexPage:
     """Queue messages before ``before_sequence``; once the queue is exhausted the
     page is filled with partitioned jobs' index rows."""

@@ -8,13 +8,13 @@ from collections.abc import Iterable
 from later_django.core.keys import job_key
 from later_django.core.records import JobRecord, decode_record
 from later_django.exceptions import RecordDecodeError
-from later_django.storage.kv import KeyValueStore
+from later_django.storage.ports import KeyValuePort
 
 logger = logging.getLogger("later_django.engine")
 
 
 def read_records(
-    kv: KeyValueStore, namespace: str, job_ids: Iterable[str], *, for_update: bool = False
+    kv: KeyValuePort, namespace: str, job_ids: Iterable[str], *, for_update: bool = False
 ) -> dict[str, JobRecord]:
     """The decoded records of those of ``job_ids`` that exist, by job id, read in one
     statement from ``kv`` (with row locks when ``for_update``). A record that

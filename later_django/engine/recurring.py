@@ -35,7 +35,7 @@ from later_django.core import clock
 from later_django.core.keys import recurring_due_key, recurring_key, recurring_key_bounds
 from later_django.core.payload import json_compatible
 from later_django.exceptions import RecordDecodeError
-from later_django.storage.kv import KeyValueStore
+from later_django.storage.ports import KeyValuePort
 from later_django.storage.stores import Stores
 from later_django.storage.types import Delete, Set, StorageOperation
 
@@ -248,7 +248,7 @@ def write_operations(
     return operations
 
 
-def _locked(kv: KeyValueStore, namespace: str, recurring_id: str) -> RecurringDefinition | None:
+def _locked(kv: KeyValuePort, namespace: str, recurring_id: str) -> RecurringDefinition | None:
     """The stored definition, its row locked until the transaction ends (PostgreSQL;
     SQLite's IMMEDIATE transaction holds the write lock already)."""
     key = recurring_key(namespace, recurring_id)

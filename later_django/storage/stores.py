@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cache
 
 from django.db import connections
 
@@ -21,6 +21,15 @@ from later_django.storage.job_index import JobIndexStore
 from later_django.storage.kv import KeyValueStore
 from later_django.storage.log import LogStore
 from later_django.storage.partitions import PartitionStore
+from later_django.storage.ports import (
+    DashboardPort,
+    ExecutionPort,
+    JobIndexPort,
+    KeyValuePort,
+    PartitionPort,
+    QueuePort,
+    UpkeepPort,
+)
 
 # The vendor query modules register their statements with their driver on import.
 from later_django.storage.postgres import PostgresDriver
@@ -51,42 +60,44 @@ def driver_for(using: str) -> Driver:
 
 @dataclass(frozen=True)
 class Stores:
-    """Every store on one database alias, sharing its driver (and connection)."""
+    """Every store on one database alias, sharing its driver (and connection).
+
+    Members are typed by their port (``storage.ports``): code above storage sees
+    what it may ask, not how a store does it. ``batch`` writes a transaction's
+    changes to several stores at once.
+    """
 
     driver: Driver
-    kv: KeyValueStore
-    index: JobIndexStore
-    upkeep: UpkeepStore
-    executions: ExecutionStore
-    queue: SqlDeliveryQueue
-    partitions: PartitionStore
+    kv: KeyValuePort
+    index: JobIndexPort
+    upkeep: UpkeepPort
+    executions: ExecutionPort
+    queue: QueuePort
+    partitions: PartitionPort
     log: LogStore
-    dashboard: DashboardReads
+    dashboard: DashboardPort
+    batch: BatchWriter
 
     @property
     def using(self) -> str:
         return self.driver.using
-
-    @cached_property
-    def batch(self) -> BatchWriter:
-        """Writes a transaction's batch to several of these stores at once."""
-        return BatchWriter(
-            BatchStores(self.driver, self.kv, self.index, self.executions, self.queue)
-        )
 
 
 @cache
 def stores_for(using: str) -> Stores:
     """The stores of the database alias ``using`` (made once per alias)."""
     driver = driver_for(using)
+    kv, index = KeyValueStore(driver), JobIndexStore(driver)
+    executions, queue = ExecutionStore(driver), SqlDeliveryQueue(driver)
     return Stores(
         driver=driver,
-        kv=KeyValueStore(driver),
-        index=JobIndexStore(driver),
+        kv=kv,
+        index=index,
         upkeep=UpkeepStore(driver),
-        executions=ExecutionStore(driver),
-        queue=SqlDeliveryQueue(driver),
+        executions=executions,
+        queue=queue,
         partitions=PartitionStore(driver),
         log=LogStore(using),
         dashboard=DashboardReads(driver),
+        batch=BatchWriter(BatchStores(driver, kv, index, executions, queue)),
     )
