@@ -87,6 +87,6 @@ def stores_for(using: str) -> Stores:
         executions=ExecutionStore(driver),
         queue=SqlDeliveryQueue(driver),
         partitions=PartitionStore(driver),
-        log=LogStore(using),
+        log=LogStore(driver),
         dashboard=DashboardReads(driver),
     )
