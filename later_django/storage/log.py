@@ -1,10 +1,17 @@
-"""Retained-log storage on a Django connection: records, offsets, consumer groups.
+"""``LogStore``: the retained-log tables: records, offsets, consumer groups.
 
 Knows tables, not topics or settings: callers pass namespace, topic and
-partition numbers already validated (``later_django.logs`` does). Every method
-runs on ``connections[using]`` and joins the caller's transaction; the ones
-that must be atomic on their own open ``atomic()`` (a savepoint inside the
-caller's). SQL: :mod:`later_django.storage.sql.log`.
+partition numbers already validated (:mod:`later_django.logs` does). Every
+method joins the caller's transaction; those that must be atomic on their own
+open one (a savepoint inside the caller's).
+
+The consumer-group leases are the one fenced lease
+(:mod:`later_django.storage.leases` on ``later_log_consumer_lease``, scope
+``(namespace, group, topic)``, one slot per partition): ``store.leases``
+(``hold`` rebalances, ``release`` leaves, ``leases`` reads).
+:meth:`LogStore.offset_commit` is fenced by the lease in its own statement.
+
+Statements: :mod:`later_django.storage.queries.log`.
 """
 
 from __future__ import annotations
@@ -12,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import transaction
-
-from later_django.storage.db import AliasBound, SqlRunner, as_bytes
-from later_django.storage.sql.log import LOG_SQL
+from later_django.storage.driver import Driver, Row, as_bytes
+from later_django.storage.leases import LeaseStore
+from later_django.storage.queries.leases import CONSUMER_LEASES
+from later_django.storage.queries.log import LogQueries
 
 #: Larger than any offset: the boundary of a partition no group has an offset in.
 NO_BOUNDARY = 2**62
@@ -24,12 +31,14 @@ NO_BOUNDARY = 2**62
 StoredRecord = tuple[int, bytes | None, bytes, int]
 
 
-class LogStore(AliasBound):
-    """The ``later_log_*`` tables on the alias ``using``."""
+class LogStore:
+    """The ``later_log_*`` tables on ``driver``'s database."""
 
-    @property
-    def _sql(self) -> SqlRunner:
-        return SqlRunner(self.using, LOG_SQL)
+    def __init__(self, driver: Driver) -> None:
+        self._driver = driver
+        self._q = driver.queries(LogQueries)
+        #: The consumer-group leases (scope ``(namespace, group, topic)``, slot: partition).
+        self.leases = LeaseStore(driver, CONSUMER_LEASES)
 
     # --- records ---
 
@@ -55,54 +64,41 @@ class LogStore(AliasBound):
         counts: dict[int, int] = {}
         for partition, _, _ in records:
             counts[partition] = counts.get(partition, 0) + 1
-        partitions = sorted(counts)
-        runner = self._sql
-        with transaction.atomic(using=self.using):
-            if runner.vendor == "postgresql":
-                ends = runner.fetch_all(
-                    "partition_allocate",
-                    [namespace, topic, partitions, [counts[p] for p in partitions]],
-                )
-            else:
-                ends = runner.execute_values(
-                    "partition_allocate",
-                    [[namespace, topic, p, counts[p]] for p in partitions],
-                    returning=True,
-                )
-            following = {partition: end - counts[partition] for partition, end in ends}
+        where = {"namespace": namespace, "topic": topic}
+        with self._driver.atomic():
+            ends = self._driver.execute_rows(
+                self._q.partition_allocate,
+                [{"partition_id": p, "count": counts[p]} for p in sorted(counts)],
+                where,
+                returning=True,
+            )
+            following = {int(partition): int(end) - counts[partition] for partition, end in ends}
             offsets = []
             for partition, _, _ in records:
                 offsets.append(following[partition])
                 following[partition] += 1
-            if runner.vendor == "postgresql":
-                with runner.cursor() as cursor:
-                    cursor.execute(
-                        runner.sql("record_insert"),
-                        [
-                            namespace,
-                            topic,
-                            appended_at_ms,
-                            [partition for partition, _, _ in records],
-                            offsets,
-                            [key for _, key, _ in records],
-                            [payload for _, _, payload in records],
-                        ],
-                    )
-            else:
-                runner.execute_values(
-                    "record_insert",
-                    [
-                        [namespace, topic, partition, offset, key, payload, appended_at_ms]
-                        for (partition, key, payload), offset in zip(records, offsets, strict=True)
-                    ],
-                )
+            self._driver.execute_rows(
+                self._q.record_insert,
+                [
+                    {"partition_id": p, "record_offset": o, "record_key": k, "payload": v}
+                    for (p, k, v), o in zip(records, offsets, strict=True)
+                ],
+                {**where, "appended_at": appended_at_ms},
+            )
         return offsets
 
     def read(
         self, namespace: str, topic: str, partition: int, from_offset: int, limit: int
     ) -> list[StoredRecord]:
         """Up to ``limit`` retained records of ``partition`` at or after ``from_offset``."""
-        rows = self._sql.fetch_all("record_read", [namespace, topic, partition, from_offset, limit])
+        rows = self._driver.fetch_all(
+            self._q.record_read,
+            {
+                **_partition(namespace, topic, partition),
+                "from_offset": from_offset,
+                "limit": limit,
+            },
+        )
         return [_stored(row) for row in rows]
 
     def group_read(
@@ -110,25 +106,26 @@ class LogStore(AliasBound):
     ) -> list[StoredRecord]:
         """Up to ``limit`` records of ``partition`` from ``group``'s committed offset
         (none when the group has no offset row there)."""
-        rows = self._sql.fetch_all(
-            "group_read",
-            [namespace, group, topic, partition, namespace, topic, partition, limit],
+        rows = self._driver.fetch_all(
+            self._q.group_read,
+            {**_partition(namespace, topic, partition), "group_name": group, "limit": limit},
         )
         return [_stored(row) for row in rows]
 
     def partition_ends(self, namespace: str, topic: str) -> dict[int, int]:
         """Partition → next offset, for the partitions that ever had a record."""
-        return dict(self._sql.fetch_all("partition_ends", [namespace, topic]))
+        rows = self._driver.fetch_all(
+            self._q.partition_ends, {"namespace": namespace, "topic": topic}
+        )
+        return dict(rows)
 
-    # --- maintenance ---
+    # --- retention ---
 
     def compact(self, namespace: str, topic: str, partition: int) -> int:
         """Deletes keyed records of ``partition`` that have a newer record with the
         same key, only below every group's committed offset; returns how many."""
-        where = [namespace, topic, partition]
-        return self._sql.execute(
-            "compact",
-            [*where, *_boundary(namespace, topic, partition), *where],
+        return self._driver.execute(
+            self._q.compact, {**_partition(namespace, topic, partition), "no_boundary": NO_BOUNDARY}
         )
 
     def cleanup(
@@ -142,94 +139,80 @@ class LogStore(AliasBound):
         """Deletes records of ``partition`` appended before ``appended_before_ms`` and
         not among its newest ``keep_last`` offsets, only below every group's
         committed offset; returns how many."""
-        where = [namespace, topic, partition]
-        return self._sql.execute(
-            "cleanup",
-            [
-                *where,
-                *_boundary(namespace, topic, partition),
-                appended_before_ms,
-                *where,
-                keep_last,
-            ],
+        return self._driver.execute(
+            self._q.cleanup,
+            {
+                **_partition(namespace, topic, partition),
+                "no_boundary": NO_BOUNDARY,
+                "appended_before": appended_before_ms,
+                "keep_last": keep_last,
+            },
         )
 
     # --- consumer groups ---
 
     def group_offsets(self, namespace: str, group: str, topic: str) -> dict[int, int]:
         """Partition → ``group``'s next offset."""
-        return dict(self._sql.fetch_all("group_offsets", [namespace, group, topic]))
+        rows = self._driver.fetch_all(self._q.group_offsets, _group(namespace, group, topic))
+        return dict(rows)
 
     def topic_groups(self, namespace: str, topic: str) -> list[str]:
         """The groups with committed offsets on ``topic``."""
-        return sorted(group for (group,) in self._sql.fetch_all("topic_groups", [namespace, topic]))
+        rows = self._driver.fetch_all(
+            self._q.topic_groups, {"namespace": namespace, "topic": topic}
+        )
+        return sorted(group for (group,) in rows)
 
     def group_ensure(
         self, namespace: str, group: str, topic: str, partitions: int, now_ms: int
     ) -> None:
         """Creates the lease rows (free, epoch 0) and offset rows (offset 0) of every
-        partition that lacks one: a group pins the log from the moment it joins."""
-        runner = self._sql
-        ids = runner.list_param(list(range(partitions)))
-        with transaction.atomic(using=self.using):
-            runner.execute("lease_ensure", [namespace, group, topic, ids])
-            runner.execute("offset_ensure", [namespace, group, topic, now_ms, ids])
+        partition that lacks one, in one transaction: a group pins the log from the
+        moment it joins."""
+        ids = list(range(partitions))
+        with self._driver.atomic():
+            self.leases.ensure((namespace, group, topic), ids)
+            self._driver.execute(
+                self._q.offset_ensure,
+                {
+                    **_group(namespace, group, topic),
+                    "now": now_ms,
+                    "partitions": self._driver.list_param(ids),
+                },
+            )
 
     def member_beat(
         self, namespace: str, group: str, topic: str, member_id: str, now_ms: int
     ) -> None:
         """Records a heartbeat of ``member_id`` (joining it if it has no row)."""
-        self._sql.execute("member_beat", [namespace, group, topic, member_id, now_ms, now_ms])
+        self._driver.execute(
+            self._q.member_beat,
+            {**_group(namespace, group, topic), "member_id": member_id, "now": now_ms},
+        )
 
     def members_live(
         self, namespace: str, group: str, topic: str, heartbeat_since_ms: int
     ) -> list[str]:
         """Members whose last heartbeat is at or after ``heartbeat_since_ms``."""
-        rows = self._sql.fetch_all("members_live", [namespace, group, topic, heartbeat_since_ms])
+        rows = self._driver.fetch_all(
+            self._q.members_live,
+            {**_group(namespace, group, topic), "heartbeat_since": heartbeat_since_ms},
+        )
         return sorted(member for (member,) in rows)
 
     def member_remove(self, namespace: str, group: str, topic: str, member_id: str) -> None:
-        self._sql.execute("member_remove", [namespace, group, topic, member_id])
+        self._driver.execute(
+            self._q.member_remove, {**_group(namespace, group, topic), "member_id": member_id}
+        )
 
     def members_purge(
         self, namespace: str, group: str, topic: str, heartbeat_before_ms: int
     ) -> int:
         """Deletes the rows of members silent since before ``heartbeat_before_ms``."""
-        return self._sql.execute("members_purge", [namespace, group, topic, heartbeat_before_ms])
-
-    def lease_state(
-        self, namespace: str, group: str, topic: str
-    ) -> list[tuple[int, str | None, int, int]]:
-        """``(partition, owner, lease_until_ms, epoch)`` of every lease row."""
-        return [tuple(row) for row in self._sql.fetch_all("lease_state", [namespace, group, topic])]  # type: ignore[misc]
-
-    def lease_rebalance(
-        self,
-        namespace: str,
-        group: str,
-        topic: str,
-        owner: str,
-        wanted: Sequence[int],
-        now_ms: int,
-        lease_until_ms: int,
-    ) -> dict[int, int]:
-        """In one statement: releases ``owner``'s leases outside ``wanted``, renews its
-        leases in ``wanted`` and takes those that are free or lapsed (epoch + 1 when
-        the owner changes). Returns partition → epoch of what ``owner`` now holds."""
-        runner = self._sql
-        ids = runner.list_param(sorted(wanted))
-        rows = runner.fetch_all(
-            "lease_rebalance",
-            [
-                *(ids, owner, ids, lease_until_ms, ids, owner),
-                *(namespace, group, topic, owner, ids, now_ms),
-            ],
+        return self._driver.execute(
+            self._q.members_purge,
+            {**_group(namespace, group, topic), "heartbeat_before": heartbeat_before_ms},
         )
-        return {partition: epoch for partition, holder, epoch in rows if holder == owner}
-
-    def lease_release_all(self, namespace: str, group: str, topic: str, owner: str) -> int:
-        """Frees every lease ``owner`` holds (epoch kept; the next taker raises it)."""
-        return self._sql.execute("lease_release_all", [namespace, group, topic, owner])
 
     def offset_commit(
         self,
@@ -243,26 +226,42 @@ class LogStore(AliasBound):
         now_ms: int,
     ) -> bool:
         """Sets ``group``'s next offset of ``partition`` if ``owner`` holds its lease
-        with ``epoch``; False (nothing changed) otherwise."""
-        key = [namespace, group, topic, partition]
-        changed = self._sql.fetch_all(
-            "offset_commit", [*key, owner, epoch, next_offset, now_ms, *key]
+        with ``epoch`` (checked in the same statement, which on PostgreSQL holds
+        the lease row until the transaction ends); False (nothing changed) otherwise."""
+        changed = self._driver.fetch_all(
+            self._q.offset_commit,
+            {
+                **_group(namespace, group, topic),
+                "partition_id": partition,
+                "owner": owner,
+                "epoch": epoch,
+                "next_offset": next_offset,
+                "now": now_ms,
+            },
         )
         return len(changed) == 1
 
     def drop_group(self, namespace: str, group: str, topic: str) -> None:
-        """Forgets ``group`` on ``topic``: offsets, leases, members."""
-        runner = self._sql
-        with transaction.atomic(using=self.using):
-            for name in ("group_drop_offsets", "group_drop_leases", "group_drop_members"):
-                runner.execute(name, [namespace, group, topic])
+        """Forgets ``group`` on ``topic`` in one transaction: offsets, leases, members."""
+        params = _group(namespace, group, topic)
+        with self._driver.atomic():
+            for sql in (
+                self._q.group_drop_offsets,
+                self._q.group_drop_leases,
+                self._q.group_drop_members,
+            ):
+                self._driver.execute(sql, params)
 
 
-def _boundary(namespace: str, topic: str, partition: int) -> list[Any]:
-    """The parameters of the SQL's safety boundary (lowest group offset, else none)."""
-    return [namespace, topic, partition, NO_BOUNDARY]
+def _group(namespace: str, group: str, topic: str) -> dict[str, Any]:
+    """The parameters naming a consumer group (the consumer lease's scope)."""
+    return {"namespace": namespace, "group_name": group, "topic": topic}
 
 
-def _stored(row: tuple[Any, ...]) -> StoredRecord:
+def _partition(namespace: str, topic: str, partition: int) -> dict[str, Any]:
+    return {"namespace": namespace, "topic": topic, "partition_id": partition}
+
+
+def _stored(row: Row) -> StoredRecord:
     offset, key, payload, appended_at = row
     return offset, as_bytes(key), as_bytes(payload), appended_at

@@ -97,7 +97,7 @@ def stores_for(using: str) -> Stores:
         executions=executions,
         queue=queue,
         partitions=PartitionStore(driver),
-        log=LogStore(using),
+        log=LogStore(driver),
         dashboard=DashboardReads(driver),
         batch=BatchWriter(BatchStores(driver, kv, index, executions, queue)),
     )

@@ -17,8 +17,9 @@ value is a named parameter:
   transaction ends: run first in a transaction that must stay fenced.
 * ``release``/``release_all``: owner NULL, until 0 (the epoch is kept; the next
   taker raises it).
-* ``held_at_epoch``: the fence predicate (``still mine at this epoch``) for a
-  statement that locks the lease row itself (``offset_commit``).
+* :func:`held_at_epoch` (a predicate, not a statement): ``still mine at this
+  epoch``, for a store's statement that reads and locks the lease row itself
+  (the log's ``offset_commit``), composed where that statement is defined.
 * ``ensure``/``hold`` (tables with one slot column): free rows at epoch 0 where
   missing; one statement that makes the owner's holding exactly the listed
   slots it can have (its own renewed, free or lapsed ones taken, the rest of
@@ -101,7 +102,6 @@ class LeaseStatements:
     renew: str
     release: str
     release_all: str
-    held_at_epoch: str
     ensure: str = ""
     hold: str = ""
 
@@ -131,8 +131,22 @@ def insert_columns(table: LeaseTable) -> str:
     )
 
 
+def held_at_epoch(table: LeaseTable) -> str:
+    """The fence predicate: the row of ``%(slot...)s`` in the scope is still
+    ``%(owner)s``'s at ``%(epoch)s``. For a statement that reads (and, on
+    PostgreSQL, locks) the lease row in the same transaction as the fenced write."""
+    return " AND ".join(
+        [
+            *_equal(table.scope),
+            *_equal(table.slot_columns),
+            f"{table.owner} = %(owner)s",
+            f"{table.epoch} = %(epoch)s",
+        ]
+    )
+
+
 def shared_statements(table: LeaseTable) -> dict[str, str]:
-    """The statements both vendors spell alike (scope-wide ones and the fence)."""
+    """The statements both vendors spell alike (the scope-wide ones)."""
     scope = _equal(table.scope)
     touch = "".join(f", {column} = %(now)s" for column in table.touched)
     slots = ", ".join(table.slot_columns)
@@ -145,14 +159,6 @@ def shared_statements(table: LeaseTable) -> dict[str, str]:
         "release_all": (
             f"UPDATE {table.name} SET {table.owner} = NULL, {table.until} = 0{touch} "
             f"WHERE {' AND '.join([*scope, f'{table.owner} = %(owner)s'])}"
-        ),
-        "held_at_epoch": " AND ".join(
-            [
-                *scope,
-                *_equal(table.slot_columns),
-                f"{table.owner} = %(owner)s",
-                f"{table.epoch} = %(epoch)s",
-            ]
         ),
     }
 

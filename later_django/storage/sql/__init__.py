@@ -1,1 +1,0 @@
-"""Named SQL statements, one module per area, for SQLite and PostgreSQL."""
