@@ -71,9 +71,7 @@ class HeadClaim:
 class PartitionStore:
     """Partition sequences, rows, heads and leases on ``driver``'s database."""
 
-    def __init__(self, driver: Driver | str) -> None:
-        if isinstance(driver, str):
-            driver = _transitional_driver(driver)
+    def __init__(self, driver: Driver) -> None:
         self._driver = driver
         self._q = driver.queries(PartitionQueries)
         #: The partition leases (scope ``(namespace,)``, slots ``(topic, partition_id)``).
@@ -382,11 +380,3 @@ def _following(row: Sequence[Any]) -> tuple[HeadClaim, int]:
     """A next-row result as a claim (epoch 0) and its earliest run time."""
     topic, pid, sequence, job_id, stage, at, raw = row
     return HeadClaim(topic, int(pid), int(sequence), job_id, stage, 0, as_bytes(raw)), int(at)
-
-
-def _transitional_driver(using: str) -> Driver:
-    """TRANSITIONAL, delete once worker/runner.py (being split elsewhere) builds its
-    store with ``stores_for(using).partitions``: its ``PartitionStore(self.using)``."""
-    from later_django.storage.stores import driver_for
-
-    return driver_for(using)

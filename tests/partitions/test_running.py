@@ -22,7 +22,6 @@ from later_django.engine.execution import (
     finish_and_continue,
     start_heads,
 )
-from later_django.storage.partitions import PartitionStore
 from later_django.storage.stores import stores_for
 from later_django.worker.runner import Worker, WorkerOptions
 from tests.partitions import tasks
@@ -156,7 +155,7 @@ def test_waits_of_partitioned_jobs_are_recorded_as_sequential(part_db: str, tmp_
 
 
 def _take(alias: str, owner: str) -> dict:
-    store = PartitionStore(alias)
+    store = stores_for(alias).partitions
     partitions = [(TOPIC, p) for p in range(8)]
     return store.take(NAMESPACE, owner, partitions, now_ms() + 30_000, now_ms())
 
@@ -168,7 +167,7 @@ def test_a_reclaimed_lease_makes_the_old_owners_completion_change_nothing(
     enqueue_to_partition(TOPIC, "k", tasks.record_key, path, "k", 0)
     enqueue_to_partition(TOPIC, "k", tasks.record_key, path, "k", 1)
     settings = later_settings()
-    store = PartitionStore(part_db)
+    store = stores_for(part_db).partitions
     epochs = _take(part_db, "old")
     assert set(epochs.values()) == {1}
     [claim] = store.claim_heads(NAMESPACE, "old", now_ms(), [], 16)
@@ -216,7 +215,7 @@ def test_a_reclaimed_lease_makes_the_old_owners_completion_change_nothing(
 
 
 def test_a_lease_taken_from_another_owner_gets_the_next_epoch(part_db: str) -> None:
-    store = PartitionStore(part_db)
+    store = stores_for(part_db).partitions
     assert _take(part_db, "a")[(TOPIC, 0)] == 1
     # Held and current: another owner cannot take it, renewing keeps the epoch.
     assert _take(part_db, "b") == {}
@@ -239,7 +238,7 @@ def test_a_batch_with_one_stale_partition_writes_only_the_others(
         for n in range(2):
             enqueue_to_partition(TOPIC, key, tasks.record_key, path, key, n)
     settings = later_settings()
-    store = PartitionStore(part_db)
+    store = stores_for(part_db).partitions
     _take(part_db, "old")
     claims = store.claim_heads(NAMESPACE, "old", now_ms(), [], 16)
     assert len(claims) == 2

@@ -33,7 +33,6 @@ SQLite one statement per slot inside one write transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
 
 @dataclass(frozen=True)
@@ -204,6 +203,13 @@ class LeaseQueries:
         raise NotImplementedError
 
 
-@cache
+_BUILT: dict[tuple[type[LeaseQueries], LeaseTable], LeaseStatements] = {}
+
+
 def _statements(queries: type[LeaseQueries], table: LeaseTable) -> LeaseStatements:
-    return queries().build(table)
+    """The statements of ``table`` on the vendor of ``queries``, built once (fixed
+    text from fixed names: a table's statements never change after import)."""
+    key = (queries, table)
+    if key not in _BUILT:
+        _BUILT[key] = queries().build(table)
+    return _BUILT[key]
