@@ -26,6 +26,7 @@ from later_django.storage.ports import (
     ExecutionPort,
     JobIndexPort,
     KeyValuePort,
+    LogPort,
     PartitionPort,
     QueuePort,
     UpkeepPort,
@@ -74,7 +75,7 @@ class Stores:
     executions: ExecutionPort
     queue: QueuePort
     partitions: PartitionPort
-    log: LogStore
+    log: LogPort
     dashboard: DashboardPort
     batch: BatchWriter
 

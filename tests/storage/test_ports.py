@@ -1,0 +1,67 @@
+"""The ports: every store of ``stores_for`` satisfies its port on both drivers, and the
+conformance suite in ``tests/storage`` (and the feature suites beside it) exercises
+every method a port names.
+
+Like River's ``riverdrivertest``: one suite of behaviour, run against each driver
+(SQLite and PostgreSQL), is what makes a store an implementation of its port. A
+port method that no test calls would be a contract nobody checks; the second test
+fails when a port grows a method without a test.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+from later_django.storage import ports
+from later_django.storage.stores import stores_for
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+#: Bundle member -> the port it must satisfy.
+MEMBERS = {
+    "kv": ports.KeyValuePort,
+    "index": ports.JobIndexPort,
+    "upkeep": ports.UpkeepPort,
+    "executions": ports.ExecutionPort,
+    "queue": ports.QueuePort,
+    "partitions": ports.PartitionPort,
+    "log": ports.LogPort,
+    "dashboard": ports.DashboardPort,
+}
+
+TESTS = Path(__file__).resolve().parent.parent
+
+
+def port_methods(port: type) -> list[str]:
+    return [
+        name
+        for name, member in inspect.getmembers(port)
+        if not name.startswith("_") and (inspect.isfunction(member) or isinstance(member, property))
+    ]
+
+
+def test_every_store_of_the_bundle_satisfies_its_port(db_alias: str) -> None:
+    stores = stores_for(db_alias)
+    for member, port in MEMBERS.items():
+        store = getattr(stores, member)
+        assert isinstance(store, port), f"stores.{member} ({type(store).__name__}) is no {port}"
+        missing = [name for name in port_methods(port) if not hasattr(store, name)]
+        assert not missing, (member, missing)
+    assert isinstance(stores.partitions.leases, ports.LeasePort)
+    assert isinstance(stores.log.leases, ports.LeasePort)
+
+
+def test_the_suite_calls_every_method_of_every_port() -> None:
+    sources = "\n".join(path.read_text() for path in TESTS.rglob("test_*.py"))
+    sources += "\n".join(path.read_text() for path in TESTS.rglob("support.py"))
+    uncalled = {
+        port.__name__: [
+            name for name in port_methods(port) if not re.search(rf"\.{name}\b", sources)
+        ]
+        for port in [*MEMBERS.values(), ports.LeasePort]
+    }
+    assert not any(uncalled.values()), uncalled
