@@ -22,21 +22,9 @@ class ExecuteJob:
     payload_type: str
 
 
-@dataclass(frozen=True)
-class PartitionReady:
-    """A partition of ``topic`` may have a runnable head."""
-
-    topic: str
-
-
-@dataclass(frozen=True)
-class RunMaintenance:
-    """Run the maintenance pass ``pass_name``."""
-
-    pass_name: str
-
-
-DeliveryCommand = ExecuteJob | PartitionReady | RunMaintenance
+#: What a delivery message can ask; the one command today. Decoding refuses any other
+#: tag, so a message of another kind (a newer release's) is dropped, never run.
+DeliveryCommand = ExecuteJob
 
 
 def encode_command(command: DeliveryCommand) -> bytes:
@@ -44,10 +32,6 @@ def encode_command(command: DeliveryCommand) -> bytes:
     match command:
         case ExecuteJob(job_id, payload_type):
             body = {"c": "job", "id": job_id, "t": payload_type}
-        case PartitionReady(topic):
-            body = {"c": "partition", "topic": topic}
-        case RunMaintenance(pass_name):
-            body = {"c": "maintenance", "pass": pass_name}
         case _:
             raise TypeError(f"not a delivery command: {command!r}")
     packed: bytes = msgpack.packb(body, use_bin_type=True)
@@ -66,10 +50,6 @@ def decode_command(payload: bytes) -> DeliveryCommand:
         match body.get("c"):
             case "job":
                 return ExecuteJob(job_id=str(body["id"]), payload_type=str(body["t"]))
-            case "partition":
-                return PartitionReady(topic=str(body["topic"]))
-            case "maintenance":
-                return RunMaintenance(pass_name=str(body["pass"]))
     except KeyError as error:
         raise RecordDecodeError(f"queue message {body!r} lacks the field {error}") from None
     raise RecordDecodeError(f"queue message has unknown command {body.get('c')!r}")

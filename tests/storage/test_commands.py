@@ -5,21 +5,12 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from later_django.core.commands import (
-    ExecuteJob,
-    PartitionReady,
-    RunMaintenance,
-    decode_command,
-    encode_command,
-)
+from later_django.core.commands import ExecuteJob, decode_command, encode_command
 from later_django.exceptions import RecordDecodeError
 
 
-@pytest.mark.parametrize(
-    "command",
-    [ExecuteJob("01JOB", "shop.tasks.send"), PartitionReady("orders"), RunMaintenance("sweep")],
-)
-def test_every_command_round_trips(command) -> None:
+def test_the_job_command_round_trips() -> None:
+    command = ExecuteJob("01JOB", "shop.tasks.send")
     assert decode_command(encode_command(command)) == command
 
 
@@ -29,6 +20,9 @@ def test_every_command_round_trips(command) -> None:
         (b"\xc1", "not valid MessagePack"),
         (msgpack.packb([1, 2]), "must be a map"),
         (msgpack.packb({"c": "pickle", "data": "x"}), "unknown command 'pickle'"),
+        # Tags of commands earlier designs had and never published.
+        (msgpack.packb({"c": "partition", "topic": "orders"}), "unknown command 'partition'"),
+        (msgpack.packb({"c": "maintenance", "pass": "sweep"}), "unknown command 'maintenance'"),
         (msgpack.packb({"c": "job", "id": "x"}), "lacks the field 't'"),
     ],
 )
