@@ -45,6 +45,7 @@ from later_django.core.topics import key_bytes, partition_for_key
 from later_django.engine.topics import register_topic, topic_partitions
 from later_django.exceptions import StaleLease, TopicNotConfigured
 from later_django.storage.log import LogStore
+from later_django.storage.stores import stores_for
 
 __all__ = [
     "Consumer",
@@ -122,7 +123,7 @@ class _Topic:
         )
         if marker in _registered:
             return
-        register_topic(self.using, self.namespace, self.topic, self.partitions)
+        register_topic(stores_for(self.using), self.namespace, self.topic, self.partitions)
         _registered.add(marker)
 
     def check_partition(self, partition: int) -> int:

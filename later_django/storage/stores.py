@@ -28,6 +28,7 @@ from later_django.storage.postgres import queries as _postgres_queries  # noqa: 
 from later_django.storage.queue import SqlDeliveryQueue
 from later_django.storage.sqlite import SqliteDriver
 from later_django.storage.sqlite import queries as _sqlite_queries  # noqa: F401
+from later_django.storage.topics import TopicStore
 from later_django.storage.upkeep import UpkeepStore
 
 _DRIVERS: dict[str, type[Driver]] = {
@@ -62,6 +63,7 @@ class Stores:
     partitions: PartitionStore
     log: LogStore
     dashboard: DashboardReads
+    topics: TopicStore
 
     @property
     def using(self) -> str:
@@ -89,4 +91,5 @@ def stores_for(using: str) -> Stores:
         partitions=PartitionStore(driver),
         log=LogStore(using),
         dashboard=DashboardReads(driver),
+        topics=TopicStore(driver),
     )
