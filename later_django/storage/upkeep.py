@@ -1,7 +1,10 @@
 """Whole-database upkeep: size, sweep of expired rows, SQLite WAL checkpoints, vacuum.
 
 Nothing here runs on a job's hot path; the maintenance passes call it. Each
-method is bounded so that no call holds SQLite's one write lock for long.
+method is bounded so that no call holds SQLite's one write lock for long, and
+each does what it is asked when it is asked: when to sweep, checkpoint or
+vacuum (and how long to back off) is the passes' decision
+(:mod:`later_django.maintenance.wal_checkpoint` for the write-ahead log).
 """
 
 from __future__ import annotations
@@ -10,18 +13,6 @@ from later_django.core.clock import now_ms
 from later_django.storage.driver import Driver
 from later_django.storage.queries.upkeep import UpkeepQueries
 from later_django.storage.types import WalCheckpoint
-
-#: Log size in frames (4 KiB pages, about 128 MB) at which a truncating checkpoint is tried.
-WAL_CHECKPOINT_FRAMES = 32_768
-#: Least time between two looks at the log size (the maintenance pass's interval).
-WAL_CHECK_INTERVAL_MS = 5_000
-#: How long a truncating checkpoint waits for readers. Writers wait behind it for as long,
-#: so in-flight reads can finish and no new one starts; it must outlast the slowest read
-#: on a loaded host (a 2 s wait gave up every time on a CPU-throttled container).
-WAL_TRUNCATE_WAIT_MS = 15_000
-#: Back-off after a truncating checkpoint gave up, so a database that is never idle is
-#: not stalled for the full wait over and over.
-WAL_RETRY_AFTER_BUSY_MS = 15_000
 
 
 class UpkeepStore:

@@ -10,8 +10,13 @@ import pytest
 
 from later_django.core.clock import now_ms
 from later_django.core.keys import pass_lease_key
-from later_django.maintenance import MaintenancePass, PassContext, register_pass, run_due_passes
-from later_django.maintenance.framework import LEASE_MARGIN_SECONDS
+from later_django.maintenance import (
+    LEASE_MARGIN_SECONDS,
+    MaintenancePass,
+    PassContext,
+    register_pass,
+    run_due_passes,
+)
 from later_django.models import StorageValue
 from later_django.storage.django import DjangoStorage
 from tests.maintenance.conftest import NAMESPACE, make_runner

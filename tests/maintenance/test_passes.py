@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from later_django.core.clock import MINUTE_MS, minute_bucket, now_ms
 from later_django.core.keys import pass_lease_key
-from later_django.maintenance import PassContext, passes
+from later_django.maintenance import PassContext, purge, queue_sample, sweep
 from later_django.storage.django import DjangoStorage
 from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexRow, RangeAdd, Set, WorkerRow
@@ -93,9 +93,9 @@ def expired_left(alias: str) -> tuple[int, int, int]:
 def test_sweep_deletes_one_bounded_batch_per_call_when_out_of_time(
     alias: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(passes, "SWEEP_BATCH", 10)
+    monkeypatch.setattr(sweep, "SWEEP_BATCH", 10)
     fill_expired(alias)
-    removed = passes.sweep(context(alias, budget_seconds=-1))
+    removed = sweep.sweep(context(alias, budget_seconds=-1))
     assert removed == 20
     assert expired_left(alias) == (25, 5, 15)
 
@@ -103,7 +103,7 @@ def test_sweep_deletes_one_bounded_batch_per_call_when_out_of_time(
 def test_sweep_loops_until_every_expired_row_is_gone_and_keeps_live_ones(
     alias: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(passes, "SWEEP_BATCH", 10)
+    monkeypatch.setattr(sweep, "SWEEP_BATCH", 10)
     fill_expired(alias)
     runs = make_runner(alias, "sweep").run_due()
     assert [(run.name, run.done, run.error) for run in runs] == [("sweep", 35 + 5 + 25, None)]
@@ -181,7 +181,7 @@ def test_queue_sampling_writes_one_row_per_minute_however_often_it_runs(alias: s
         for runner in runners:
             runner.run_due(force=True)
         # A run by hand too (it replaces the minute's reading, never adds one).
-        passes.sample_queue(context(alias))
+        queue_sample.sample_queue(context(alias))
     rows = fetch(
         alias,
         "SELECT minute_bucket, queued, partitioned FROM later_queue_samples WHERE namespace = %s",
@@ -204,7 +204,7 @@ def test_queue_sampling_trims_rows_older_than_a_week(alias: str) -> None:
             " VALUES (%s, %s, 0, 0)",
             [NAMESPACE, old],
         )
-    passes.sample_queue(context(alias))
+    queue_sample.sample_queue(context(alias))
     buckets = [row[0] for row in fetch(alias, "SELECT minute_bucket FROM later_queue_samples")]
     assert bucket - week - 5 not in buckets
     assert bucket - week + 5 in buckets
@@ -271,14 +271,14 @@ def test_purge_removes_only_dead_worker_rows_and_dead_leases(alias: str) -> None
 def test_purge_works_in_small_batches_until_none_are_left(
     alias: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(passes, "PURGE_BATCH", 3)
+    monkeypatch.setattr(purge, "PURGE_BATCH", 3)
     storage = DjangoStorage(alias)
     long_ago = now_ms() - 2 * HOUR_MS
     for n in range(8):
         storage.worker_heartbeat(NAMESPACE, worker(f"dead{n}", long_ago))
-    assert passes.purge(context(alias, budget_seconds=-1)) == 3
+    assert purge.purge(context(alias, budget_seconds=-1)) == 3
     assert count(alias, "SELECT COUNT(*) FROM later_worker") == 5
-    assert passes.purge(context(alias)) == 5
+    assert purge.purge(context(alias)) == 5
     assert count(alias, "SELECT COUNT(*) FROM later_worker") == 0
 
 
