@@ -13,7 +13,7 @@ from later_django.core.clock import now_ms
 from later_django.core.keys import pass_lease_key
 from later_django.maintenance import PassContext, wal_checkpoint
 from later_django.models import StorageValue
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from later_django.storage.types import Set
 from tests.maintenance.conftest import NAMESPACE, make_runner
 
@@ -50,10 +50,10 @@ def no_autocheckpoint(sqlite_db: str) -> Iterator[str]:
 
 def grow_wal(alias: str, megabytes: int) -> None:
     """Writes ``megabytes`` one-MiB values, one transaction each."""
-    storage = DjangoStorage(alias)
+    kv = stores_for(alias).kv
     value = b"\0" * (1 << 20)
     for n in range(megabytes):
-        storage.apply([Set(f"wal-test-{n:04}", value, ttl_seconds=3600)])
+        kv.apply([Set(f"wal-test-{n:04}", value, ttl_seconds=3600)])
 
 
 @pytest.mark.sqlite_only
@@ -108,7 +108,7 @@ def test_a_checkpoint_that_gave_up_keeps_every_process_off_for_15_seconds(
 def test_the_checkpoint_pass_takes_no_lease_on_postgres(postgres_alias: str) -> None:
     runs = make_runner(postgres_alias, "wal_checkpoint").run_due()
     assert runs == []
-    assert DjangoStorage(postgres_alias).get(pass_lease_key(NAMESPACE, "wal_checkpoint")) is None
+    assert stores_for(postgres_alias).kv.get(pass_lease_key(NAMESPACE, "wal_checkpoint")) is None
     context = PassContext(
         using=postgres_alias,
         namespace=NAMESPACE,
