@@ -24,9 +24,14 @@ venv: $(VENV)/.installed
 test: lint
 	$(PY) -m pytest
 
+# ruff, then the shape: import-linter's contracts (one-way layers, no circles, core free
+# of Django, vendor libraries only in the drivers) and mypy (strict on core/, engine/ and
+# the storage ports); both read their settings from pyproject.toml.
 lint: venv
 	$(PY) -m ruff check $(SRC)
 	$(PY) -m ruff format --check $(SRC)
+	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 
 format: venv
 	$(PY) -m ruff check --fix $(SRC)

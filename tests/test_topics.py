@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db import transaction
 from django.test import override_settings
 
 from later_django.conf import later_settings, setting_problems
@@ -14,6 +15,7 @@ from later_django.engine.topics import (
     stored_partitions,
     topic_partitions,
 )
+from later_django.storage.stores import stores_for
 
 
 def test_a_key_always_routes_to_the_same_partition_within_range() -> None:
@@ -57,10 +59,22 @@ def test_unconfigured_topic_raises_naming_it() -> None:
 
 @pytest.mark.django_db(transaction=True, databases="__all__")
 def test_a_topic_registered_with_another_partition_count_is_refused(db_alias: str) -> None:
-    register_topic(db_alias, "ns_topics", "orders", 8)
-    register_topic(db_alias, "ns_topics", "orders", 8)  # same layout: fine
+    register_topic(stores_for(db_alias), "ns_topics", "orders", 8)
+    register_topic(stores_for(db_alias), "ns_topics", "orders", 8)  # same layout: fine
     with pytest.raises(TopicLayoutMismatch, match=r"has 8 partitions in the database but 4"):
-        register_topic(db_alias, "ns_topics", "orders", 4)
-    assert stored_partitions(db_alias, "ns_topics", "orders") == 8
-    register_topic(db_alias, "ns_other", "orders", 4)  # namespaces are separate
-    assert stored_partitions(db_alias, "ns_other", "orders") == 4
+        register_topic(stores_for(db_alias), "ns_topics", "orders", 4)
+    assert stored_partitions(stores_for(db_alias), "ns_topics", "orders") == 8
+    register_topic(stores_for(db_alias), "ns_other", "orders", 4)  # namespaces are separate
+    assert stored_partitions(stores_for(db_alias), "ns_other", "orders") == 4
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_the_store_records_a_topic_once_and_returns_the_recorded_count(db_alias: str) -> None:
+    store = stores_for(db_alias).topics
+    assert store.stored_partitions("ns_store", "orders") is None
+    assert store.record_if_absent("ns_store", "orders", 8) == 8
+    with transaction.atomic(using=db_alias):
+        # A second registration with another count changes nothing and does not
+        # break the caller's transaction.
+        assert store.record_if_absent("ns_store", "orders", 4) == 8
+        assert store.stored_partitions("ns_store", "orders") == 8

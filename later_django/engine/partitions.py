@@ -73,7 +73,7 @@ def allocate_sequences(
     if missing:
         for topic in sorted({request[0] for request in missing}):
             # Creates the topic row, or raises TopicLayoutMismatch naming both counts.
-            register_topic(stores.using, namespace, topic, topic_partitions(settings, topic))
+            register_topic(stores, namespace, topic, topic_partitions(settings, topic))
         first.update(store.allocate(namespace, missing))
         still = [request for request in missing if (request[0], request[1]) not in first]
         if still:

@@ -13,12 +13,10 @@ by their recurring id.
 
 from __future__ import annotations
 
-from django.db import IntegrityError, transaction
-
 from later_django.conf import LaterSettings
-from later_django.core.clock import now_ms
 from later_django.core.topics import RECURRING_TOPIC, RECURRING_TOPIC_PARTITIONS
 from later_django.exceptions import TopicLayoutMismatch, TopicNotConfigured
+from later_django.storage.stores import Stores
 
 
 def configured_topics(settings: LaterSettings) -> dict[str, int]:
@@ -37,35 +35,17 @@ def topic_partitions(settings: LaterSettings, topic: str) -> int:
         ) from None
 
 
-def stored_partitions(using: str, namespace: str, topic: str) -> int | None:
+def stored_partitions(stores: Stores, namespace: str, topic: str) -> int | None:
     """The partition count recorded for ``topic`` in ``namespace``, or None."""
-    from later_django.models import Topic
-
-    row = (
-        Topic.objects.using(using)
-        .filter(namespace=namespace, topic=topic)
-        .values_list("partitions", flat=True)
-        .first()
-    )
-    return row
+    return stores.topics.stored_partitions(namespace, topic)
 
 
-def register_topic(using: str, namespace: str, topic: str, partitions: int) -> None:
+def register_topic(stores: Stores, namespace: str, topic: str, partitions: int) -> None:
     """Records ``topic`` with ``partitions`` unless it is already recorded; raises
     ``TopicLayoutMismatch`` when the recorded count differs. Safe under races:
-    two processes registering at once both end up comparing with one stored row."""
-    from later_django.models import Topic
-
-    stored = stored_partitions(using, namespace, topic)
-    if stored is None:
-        try:
-            with transaction.atomic(using=using):
-                Topic.objects.using(using).create(
-                    namespace=namespace, topic=topic, partitions=partitions, created_at=now_ms()
-                )
-            return
-        except IntegrityError:
-            stored = stored_partitions(using, namespace, topic)
+    two processes registering at once both end up comparing with one stored row,
+    and a mismatch inside the caller's transaction leaves that transaction usable."""
+    stored = stores.topics.record_if_absent(namespace, topic, partitions)
     if stored != partitions:
         raise TopicLayoutMismatch(
             f"topic {topic!r} in namespace {namespace!r} has {stored} partitions in the "
@@ -74,7 +54,7 @@ def register_topic(using: str, namespace: str, topic: str, partitions: int) -> N
         )
 
 
-def register_configured_topics(using: str, settings: LaterSettings) -> None:
+def register_configured_topics(stores: Stores, settings: LaterSettings) -> None:
     """Registers every configured topic (worker start); raises on the first mismatch."""
     for topic, partitions in configured_topics(settings).items():
-        register_topic(using, settings.namespace, topic, partitions)
+        register_topic(stores, settings.namespace, topic, partitions)

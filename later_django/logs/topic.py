@@ -73,7 +73,7 @@ class LogTopic:
         )
         if marker in _registered:
             return
-        register_topic(self.using, self.namespace, self.topic, self.partitions)
+        register_topic(stores_for(self.using), self.namespace, self.topic, self.partitions)
         _registered.add(marker)
 
     def check_partition(self, partition: int) -> int:

@@ -9,20 +9,20 @@ Registering a pass (one line, at import time of the module that defines it)::
 
     from later_django.maintenance import MaintenancePass, register_pass
 
-    register_pass(MaintenancePass("recurring", 1.0, tick_recurring))
+    register_pass(MaintenancePass("close_carts", 60.0, close_stale_carts))
 
-where ``tick_recurring(context: PassContext) -> int`` does one bounded round
+where ``close_stale_carts(context: PassContext) -> int`` does one bounded round
 of work and returns how much it did (rows, jobs; 0 when there was nothing).
-The module must be imported in every process that runs passes: later_django's
-own pass modules are listed in :data:`PASS_MODULES`; a project lists its own
-in ``LATER["MAINTENANCE_MODULES"]``. Both are imported by
-:func:`load_pass_modules` before the first pass runs.
+A pass is :class:`~later_django.maintenance.definition.MaintenancePass`, its
+run is given a :class:`~later_django.maintenance.definition.PassContext`.
+later_django's own passes are one module each in this package, listed by
+:mod:`later_django.maintenance.registry`; a project lists its pass modules in
+``LATER["MAINTENANCE_MODULES"]``, imported before the first pass runs.
 
 Coordination (one process per pass and namespace, about once per interval):
 
-* The lease is the one fenced lease (:mod:`later_django.storage.leases`) on the
-  key ``<namespace>-pass-<name>`` of ``later_storage``
-  (:data:`~later_django.storage.queries.leases.PASS_LEASES`), taken only when
+* The lease is the one fenced lease (:mod:`later_django.maintenance.lease`) on the
+  key ``<namespace>-pass-<name>`` of ``later_storage``, taken only when
   absent, released or lapsed (one statement; of any number of concurrent takers
   exactly one wins) for ``max(interval, max_run_seconds +
   LEASE_MARGIN_SECONDS)``, the value being the taker's owner id.
@@ -47,175 +47,22 @@ pass could be due; a pass may also give a cheap read-only ``wanted`` check
 
 from __future__ import annotations
 
-import importlib
 import logging
-import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.db import Error as DatabaseError
-from django.db import connections
 
 from later_django.conf import LaterSettings
 from later_django.core.clock import now_ms
 from later_django.core.keys import pass_lease_key
-from later_django.storage.leases import LeaseStore
-from later_django.storage.queries.leases import PASS_LEASES
+from later_django.maintenance.definition import MaintenancePass, PassContext, seconds_to_ms
+from later_django.maintenance.lease import pass_leases
+from later_django.maintenance.registry import registered_passes
 from later_django.storage.stores import stores_for
 
 logger = logging.getLogger("later_django.maintenance")
-
-#: Added to a pass's time budget to make its lease's time to live: the time a
-#: run may overrun its budget by (one last bounded step) before another process
-#: may take the pass over.
-LEASE_MARGIN_SECONDS = 30.0
-
-#: later_django's own modules that register passes (imported by ``load_pass_modules``).
-PASS_MODULES: list[str] = ["later_django.maintenance.passes"]
-
-
-@dataclass
-class PassContext:
-    """What a pass's run function is given.
-
-    ``using``/``namespace``/``settings``: where to work; ``owner``: the id of the
-    process holding the lease; ``deadline``: a ``time.monotonic()`` value after
-    which the pass should return (its budget).
-    """
-
-    using: str
-    namespace: str
-    settings: LaterSettings
-    owner: str
-    deadline: float
-    lease_key: str = ""
-    #: The epoch of the lease this run holds (from its take).
-    lease_epoch: int = 0
-    #: Set by :meth:`defer`: no process runs the pass again before this (epoch ms).
-    not_again_before_ms: int = 0
-
-    def time_left(self) -> float:
-        """Seconds left of the budget (0 or less when spent)."""
-        return self.deadline - time.monotonic()
-
-    def out_of_time(self) -> bool:
-        """True once the budget is spent: a looping pass stops after its current step."""
-        return self.time_left() <= 0
-
-    def defer(self, seconds: float) -> None:
-        """Asks that no process in the namespace run this pass again for ``seconds``
-        from now, even if its interval is shorter (e.g. a back-off after giving up)."""
-        self.not_again_before_ms = max(self.not_again_before_ms, now_ms() + _ms(seconds))
-
-    def extend_lease(self, seconds: float) -> bool:
-        """Keeps the lease for ``seconds`` more from now; the pass then keeps its own
-        end time (``deadline`` is fixed).
-
-        Owner-checked: ``False`` when the lease is no longer this process's (it
-        lapsed and another process took it), in which case the pass should stop.
-        """
-        return _renew_lease(self, now_ms() + _ms(seconds))
-
-
-@dataclass(frozen=True)
-class MaintenancePass:
-    """A named, bounded unit of upkeep.
-
-    * ``name``: letters, digits, ``_``/``.``; the lease key is ``<ns>-pass-<name>``.
-    * ``interval_seconds``: about how often it runs namespace-wide.
-    * ``run(context) -> int``: one bounded round; returns how much it did.
-    * ``max_run_seconds``: its time budget (``context.deadline``); the lease
-      lives at least this plus ``LEASE_MARGIN_SECONDS``.
-    * ``interval_from_settings``: when given, the interval comes from the
-      settings instead (``None`` there disables the pass), e.g. vacuum.
-    * ``wanted(context) -> bool``: an optional cheap read that says whether the
-      pass has anything to do; ``False`` skips it without taking the lease.
-    """
-
-    name: str
-    interval_seconds: float
-    run: Callable[[PassContext], int]
-    max_run_seconds: float = 10.0
-    interval_from_settings: Callable[[LaterSettings], float | None] | None = None
-    wanted: Callable[[PassContext], bool] | None = None
-
-    def __post_init__(self) -> None:
-        if (
-            not isinstance(self.name, str)
-            or not self.name
-            or not all(character.isalnum() or character in "_." for character in self.name)
-        ):
-            raise ValueError(
-                f"maintenance pass name {self.name!r} must be non-empty letters, digits, '_' or '.'"
-            )
-        for label, value in (
-            ("interval_seconds", self.interval_seconds),
-            ("max_run_seconds", self.max_run_seconds),
-        ):
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value <= 0
-            ):
-                raise ValueError(
-                    f"maintenance pass {self.name!r}: {label} must be a positive number "
-                    f"of seconds, got {value!r}"
-                )
-        if not callable(self.run):
-            raise TypeError(f"maintenance pass {self.name!r}: run must be callable")
-
-    def interval_for(self, settings: LaterSettings) -> float | None:
-        """The interval under ``settings``; ``None`` when the pass is switched off."""
-        if self.interval_from_settings is not None:
-            return self.interval_from_settings(settings)
-        return self.interval_seconds
-
-    def lease_seconds(self, interval: float) -> float:
-        return max(interval, self.max_run_seconds + LEASE_MARGIN_SECONDS)
-
-
-_REGISTRY: dict[str, MaintenancePass] = {}
-
-
-def register_pass(maintenance_pass: MaintenancePass, *, replace: bool = False) -> MaintenancePass:
-    """Adds ``maintenance_pass`` to the registry (passes run in registration order).
-
-    Registering the very same object again is a no-op (a module imported twice);
-    another pass under a taken name raises ``ValueError`` unless ``replace``.
-    Returns the pass, so it can be used as an expression.
-    """
-    if not isinstance(maintenance_pass, MaintenancePass):
-        raise TypeError(f"register_pass() takes a MaintenancePass, got {maintenance_pass!r}")
-    existing = _REGISTRY.get(maintenance_pass.name)
-    if existing is not None and existing is not maintenance_pass and not replace:
-        raise ValueError(
-            f"a maintenance pass named {maintenance_pass.name!r} is already registered "
-            f"({existing.run!r}); pass replace=True to replace it"
-        )
-    _REGISTRY[maintenance_pass.name] = maintenance_pass
-    return maintenance_pass
-
-
-def unregister_pass(name: str) -> None:
-    """Removes the pass ``name`` (absent names are ignored); for tests and projects
-    that replace a built-in pass with their own."""
-    _REGISTRY.pop(name, None)
-
-
-def load_pass_modules(settings: LaterSettings) -> None:
-    """Imports :data:`PASS_MODULES` and ``LATER["MAINTENANCE_MODULES"]`` (cheap once done)."""
-    for module in [*PASS_MODULES, *settings.maintenance_modules]:
-        importlib.import_module(module)
-
-
-def registered_passes(settings: LaterSettings | None = None) -> list[MaintenancePass]:
-    """The registered passes in registration order (pass modules loaded first when
-    ``settings`` is given)."""
-    if settings is not None:
-        load_pass_modules(settings)
-    return list(_REGISTRY.values())
 
 
 def _retry_seconds(interval: float) -> float:
@@ -223,27 +70,6 @@ def _retry_seconds(interval: float) -> float:
     a quarter of the interval (at least 0.5 s), so the namespace-wide run is not
     late by a whole interval when the process that ran it last goes away."""
     return min(interval, max(0.5, interval / 4))
-
-
-def _ms(seconds: float) -> int:
-    return round(seconds * 1000)
-
-
-def pass_leases(using: str) -> LeaseStore:
-    """The maintenance-pass leases of the database alias ``using``."""
-    return LeaseStore(stores_for(using).driver, PASS_LEASES)
-
-
-def _renew_lease(context: PassContext, until_ms: int) -> bool:
-    """Moves the lease's end, only while it holds this run's owner and epoch."""
-    kept = pass_leases(context.using).renew(
-        (),
-        context.owner.encode(),
-        {(context.lease_key,): context.lease_epoch},
-        until_ms=until_ms,
-        now_ms=now_ms(),
-    )
-    return bool(kept)
 
 
 @dataclass(frozen=True)
@@ -313,68 +139,90 @@ class PassRunner:
         if not force and now < self._next_try.get(name, 0.0):
             return None
         self._next_try[name] = now + _retry_seconds(interval)
-        key = pass_lease_key(self.namespace, name)
         context = PassContext(
             using=self.using,
             namespace=self.namespace,
             settings=self.settings,
             owner=self.owner,
             deadline=now + maintenance_pass.max_run_seconds,
-            lease_key=key,
+            lease_key=pass_lease_key(self.namespace, name),
         )
-        if maintenance_pass.wanted is not None:
-            try:
-                if not maintenance_pass.wanted(context):
-                    return None
-            except DatabaseError:
-                raise
-            except Exception as exc:  # a broken check fails its pass, not the caller
-                logger.exception("the 'wanted' check of maintenance pass %r failed", name)
-                return PassRun(name=name, done=0, seconds=0.0, error=f"{type(exc).__name__}: {exc}")
+        go_on, error = self._wanted(maintenance_pass, context)
+        if error is not None:
+            return PassRun(name=name, done=0, seconds=0.0, error=error)
+        if not go_on:
+            return None
         started_ms = now_ms()
-        taken = pass_leases(self.using).take(
-            (),
-            self.owner.encode(),
-            [(key,)],
-            until_ms=started_ms + _ms(maintenance_pass.lease_seconds(interval)),
+        epoch = pass_leases(self.using).take(
+            context.lease_key,
+            self.owner,
+            until_ms=started_ms + seconds_to_ms(maintenance_pass.lease_seconds(interval)),
             now_ms=started_ms,
         )
-        if not taken:
+        if epoch is None:
             return None
-        context.lease_epoch = taken[(key,)]
+        context.lease_epoch = epoch
+        self._next_try[name] = time.monotonic() + interval
+        run = self._run(maintenance_pass, context)
+        self._settle_lease(
+            context, max(started_ms + seconds_to_ms(interval), context.not_again_before_ms)
+        )
+        # DEBUG: promotion alone runs twice a second; passes log what is notable themselves.
+        logger.debug("maintenance pass %r: %d in %.3fs", name, run.done, run.seconds)
+        return run
+
+    def _wanted(
+        self, maintenance_pass: MaintenancePass, context: PassContext
+    ) -> tuple[bool, str | None]:
+        """``(go on, error)``: whether the pass's ``wanted`` check (if any) says it has
+        something to do, or the error of a check that raised something other than a
+        database error (a database error propagates)."""
+        if maintenance_pass.wanted is None:
+            return True, None
+        try:
+            return bool(maintenance_pass.wanted(context)), None
+        except DatabaseError:
+            raise
+        except Exception as exc:  # a broken check fails its pass, not the caller
+            logger.exception(
+                "the 'wanted' check of maintenance pass %r failed", maintenance_pass.name
+            )
+            return False, f"{type(exc).__name__}: {exc}"
+
+    def _run(self, maintenance_pass: MaintenancePass, context: PassContext) -> PassRun:
+        """Runs the pass once, catching its failure (one pass's failure must not stop
+        the others)."""
         started = time.monotonic()
-        self._next_try[name] = started + interval
         error = None
         done = 0
         try:
             done = int(maintenance_pass.run(context) or 0)
-        except Exception as exc:  # one pass's failure must not stop the others
+        except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-            logger.exception("maintenance pass %r failed", name)
+            logger.exception("maintenance pass %r failed", maintenance_pass.name)
             if isinstance(exc, DatabaseError):
                 self._close_broken_connection()
-        seconds = time.monotonic() - started
-        self._settle_lease(context, max(started_ms + _ms(interval), context.not_again_before_ms))
-        # DEBUG: promotion alone runs twice a second; passes log what is notable themselves.
-        logger.debug("maintenance pass %r: %d in %.3fs", name, done, seconds)
-        return PassRun(name=name, done=done, seconds=seconds, error=error)
+        return PassRun(
+            name=maintenance_pass.name,
+            done=done,
+            seconds=time.monotonic() - started,
+            error=error,
+        )
 
     def _settle_lease(self, context: PassContext, next_due_ms: int) -> None:
         """Leaves the lease to end when the pass is next due (released if that has passed)."""
         try:
             if next_due_ms <= now_ms():
-                pass_leases(self.using).release(
-                    (), self.owner.encode(), [(context.lease_key,)], now_ms=now_ms()
-                )
+                pass_leases(self.using).release(context.lease_key, self.owner, now_ms=now_ms())
             else:
-                _renew_lease(context, next_due_ms)
+                context.renew_lease(next_due_ms)
         except DatabaseError:
             # The lease lapses on its own; the next run may just come a little later.
             logger.warning("could not settle the lease %r", context.lease_key, exc_info=True)
             self._close_broken_connection()
 
     def _close_broken_connection(self) -> None:
-        connection = connections[self.using]
+        connection = stores_for(self.using).driver.connection
         if connection.in_atomic_block:
             return
         try:

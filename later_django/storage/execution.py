@@ -32,8 +32,7 @@ class ExecutionStore:
 
     def __init__(self, driver: Driver) -> None:
         self._driver = driver
-        # Not ``_q``: DjangoStorage mixes this store with KeyValueStore, which holds its own.
-        self._execution_queries = driver.queries(ExecutionQueries)
+        self._q = driver.queries(ExecutionQueries)
 
     def lease_acquire_many(
         self,
@@ -46,9 +45,7 @@ class ExecutionStore:
         statement (SQLite: one per chunk of its bound-variable limit, in one
         transaction), replacing any earlier (lapsed) holder's row."""
         shared = {"namespace": namespace, "owner": owner, "started_at": started_at_ms}
-        self._driver.execute_rows(
-            self._execution_queries.lease_insert_many, lease_rows(leases), shared
-        )
+        self._driver.execute_rows(self._q.lease_insert_many, lease_rows(leases), shared)
 
     def lease_acquire_part(
         self,
@@ -59,15 +56,13 @@ class ExecutionStore:
     ) -> tuple[str, dict[str, Any]]:
         """The statement and parameters of ``lease_acquire_many`` (a combined write's part)."""
         shared = {"namespace": namespace, "owner": owner, "started_at": started_at_ms}
-        return self._driver.rows_part(
-            self._execution_queries.lease_insert_many, lease_rows(leases), shared
-        )
+        return self._driver.rows_part(self._q.lease_insert_many, lease_rows(leases), shared)
 
     def lease_release_part(
         self, namespace: str, owner: str, job_ids: Sequence[str]
     ) -> tuple[str, dict[str, Any]]:
         """The statement and parameters of ``lease_release_many`` (a combined write's part)."""
-        return self._execution_queries.lease_delete_many, self._owned(namespace, owner, job_ids)
+        return self._q.lease_delete_many, self._owned(namespace, owner, job_ids)
 
     def _owned(self, namespace: str, owner: str, job_ids: Sequence[str]) -> dict[str, Any]:
         """The parameters naming ``owner``'s leases of ``job_ids`` (in key order)."""
@@ -81,7 +76,7 @@ class ExecutionStore:
         if not job_ids:
             return []
         params = {**self._owned(namespace, owner, job_ids), "lease_until": lease_until_ms}
-        rows = self._driver.fetch_all(self._execution_queries.lease_renew, params)
+        rows = self._driver.fetch_all(self._q.lease_renew, params)
         return [job_id for (job_id,) in rows]
 
     def lease_release_many(self, namespace: str, owner: str, job_ids: Sequence[str]) -> int:
@@ -89,7 +84,7 @@ class ExecutionStore:
         if not job_ids:
             return 0
         return self._driver.execute(
-            self._execution_queries.lease_delete_many, self._owned(namespace, owner, job_ids)
+            self._q.lease_delete_many, self._owned(namespace, owner, job_ids)
         )
 
     def lease_get_many(self, namespace: str, job_ids: Sequence[str]) -> dict[str, ExecutionLease]:
@@ -97,13 +92,13 @@ class ExecutionStore:
         if not job_ids:
             return {}
         params = {"namespace": namespace, "job_ids": self._driver.list_param(list(job_ids))}
-        rows = self._driver.fetch_all(self._execution_queries.lease_get_many, params)
+        rows = self._driver.fetch_all(self._q.lease_get_many, params)
         return {job_id: ExecutionLease(job_id, owner, int(until)) for job_id, owner, until in rows}
 
     def worker_heartbeat(self, namespace: str, worker: WorkerRow) -> None:
         """Creates or refreshes the worker's row (``busy`` and ``heartbeat_at``)."""
         self._driver.execute(
-            self._execution_queries.worker_heartbeat,
+            self._q.worker_heartbeat,
             {
                 "namespace": namespace,
                 "worker_id": worker.worker_id,
@@ -120,7 +115,7 @@ class ExecutionStore:
     def worker_remove(self, namespace: str, worker_id: str) -> None:
         """Deletes the worker's row (a graceful exit)."""
         self._driver.execute(
-            self._execution_queries.worker_remove,
+            self._q.worker_remove,
             {"namespace": namespace, "worker_id": worker_id},
         )
 
@@ -131,7 +126,7 @@ class ExecutionStore:
         if limit <= 0:
             return 0
         return self._driver.execute(
-            self._execution_queries.worker_purge_dead,
+            self._q.worker_purge_dead,
             {"namespace": namespace, "before": heartbeat_before_ms, "limit": limit},
         )
 
@@ -144,14 +139,14 @@ class ExecutionStore:
         if limit <= 0:
             return 0
         return self._driver.execute(
-            self._execution_queries.lease_purge_dead,
+            self._q.lease_purge_dead,
             {"namespace": namespace, "before": lapsed_before_ms, "limit": limit},
         )
 
     def workers_live(self, namespace: str, heartbeat_after_ms: int) -> list[WorkerRow]:
         """Workers whose last heartbeat is after ``heartbeat_after_ms``."""
         rows = self._driver.fetch_all(
-            self._execution_queries.workers_live,
+            self._q.workers_live,
             {"namespace": namespace, "after": heartbeat_after_ms},
         )
         return [

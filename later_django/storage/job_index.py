@@ -24,13 +24,11 @@ from typing import Any
 from later_django.core import clock
 from later_django.core.clock import MINUTE_MS, minute_bucket
 from later_django.core.stages import ENQUEUED
-from later_django.storage.contract import (
-    METRIC_RETENTION_MINUTES,
-    QUEUE_SAMPLE_RETENTION_MINUTES,
-)
 from later_django.storage.driver import Driver, as_bytes
 from later_django.storage.queries.index import QUEUE_DEPTH_LABEL, IndexQueries
 from later_django.storage.types import (
+    METRIC_RETENTION_MINUTES,
+    QUEUE_SAMPLE_RETENTION_MINUTES,
     JobIndexChange,
     JobIndexMetricsBatch,
     JobIndexPage,
@@ -166,8 +164,7 @@ class JobIndexStore:
 
     def __init__(self, driver: Driver) -> None:
         self._driver = driver
-        # Not ``_q``: DjangoStorage (temporary) composes this store with KeyValueStore.
-        self._index_q = driver.queries(IndexQueries)
+        self._q = driver.queries(IndexQueries)
 
     # --- writes ---
 
@@ -181,7 +178,7 @@ class JobIndexStore:
         """
         unique = _newest_revision_per_job(rows)
         params = [_upsert_row(row) for row in unique]
-        self._driver.execute_rows(self._index_q.upsert, params, {"namespace": namespace})
+        self._driver.execute_rows(self._q.upsert, params, {"namespace": namespace})
 
     def job_index_upsert_part(
         self, namespace: str, rows: Sequence[JobIndexRow]
@@ -192,7 +189,7 @@ class JobIndexStore:
         if not unique:
             return None
         params = [_upsert_row(row) for row in unique]
-        return self._driver.rows_part(self._index_q.upsert, params, {"namespace": namespace})
+        return self._driver.rows_part(self._q.upsert, params, {"namespace": namespace})
 
     def job_index_remove_part(
         self, namespace: str, job_ids: Sequence[str]
@@ -202,7 +199,7 @@ class JobIndexStore:
         unique = sorted(set(job_ids))
         if not unique:
             return None
-        return self._index_q.remove, {
+        return self._q.remove, {
             "namespace": namespace,
             "job_ids": self._driver.list_param(unique),
         }
@@ -250,7 +247,7 @@ class JobIndexStore:
         """
         params = {"namespace": namespace, "now": clock.now_ms()}
         counts: dict[str, int] = {}
-        for label, total in self._driver.fetch_all(self._index_q.stage_counts, params):
+        for label, total in self._driver.fetch_all(self._q.stage_counts, params):
             if total is None or int(total) <= 0:
                 continue
             stage = ENQUEUED if label == QUEUE_DEPTH_LABEL else label
@@ -266,7 +263,7 @@ class JobIndexStore:
         queue depth from the unclaimed rows of the delivery queue per queue; the
         recounts land in shard 0 and every other shard is cleared.
         """
-        q, params = self._index_q, {"namespace": namespace}
+        q, params = self._q, {"namespace": namespace}
         with self._driver.atomic():
             self._driver.execute(q.reconcile_clear_stage_counts, params)
             self._driver.execute(q.reconcile_recount_stages, params)
@@ -300,7 +297,7 @@ class JobIndexStore:
     ) -> tuple[list[JobIndexRow], bool]:
         """Up to ``limit`` unexpired rows of ``stage`` after the key ``after``, and
         whether more follow (one extra row is read to know)."""
-        q = self._index_q
+        q = self._q
         params: dict[str, Any] = {
             "namespace": namespace,
             "stage": stage,
@@ -327,10 +324,10 @@ class JobIndexStore:
         cost is ``limit``. Payloads are returned as stored, undecoded."""
         params: dict[str, Any] = {"namespace": namespace, "limit": limit}
         if before_sequence is None:
-            rows = self._driver.fetch_all(self._index_q.list_queued_first, params)
+            rows = self._driver.fetch_all(self._q.list_queued_first, params)
         else:
             params["before"] = before_sequence
-            rows = self._driver.fetch_all(self._index_q.list_queued_before, params)
+            rows = self._driver.fetch_all(self._q.list_queued_before, params)
         return [
             QueuedMessage(int(sequence), as_bytes(payload), int(available_at))
             for sequence, payload, available_at in rows
@@ -355,10 +352,10 @@ class JobIndexStore:
             "limit": limit + 1,
         }
         if cursor is None:
-            rows = self._driver.fetch_all(self._index_q.list_by_partition_first, params)
+            rows = self._driver.fetch_all(self._q.list_by_partition_first, params)
         else:
             params["before"] = _parse_sequence_cursor(cursor)
-            rows = self._driver.fetch_all(self._index_q.list_by_partition_after, params)
+            rows = self._driver.fetch_all(self._q.list_by_partition_after, params)
         items = [_row(row) for row in rows[:limit]]
         more = len(rows) > limit
         return JobIndexPage(items, str(items[-1].sequence) if more else None)
@@ -373,7 +370,7 @@ class JobIndexStore:
             "partition_id": partition_id,
             "sequence": sequence - 1 if older else sequence + 1,
         }
-        row = self._driver.fetch_one(self._index_q.partition_neighbor, params)
+        row = self._driver.fetch_one(self._q.partition_neighbor, params)
         return None if row is None else _row(row)
 
     def job_index_list_continuations(
@@ -384,13 +381,11 @@ class JobIndexStore:
         if limit < 1:
             return []
         params = {"namespace": namespace, "parent_job_id": parent_job_id, "limit": limit}
-        return [
-            _row(row) for row in self._driver.fetch_all(self._index_q.list_continuations, params)
-        ]
+        return [_row(row) for row in self._driver.fetch_all(self._q.list_continuations, params)]
 
     def job_index_get(self, namespace: str, job_id: str) -> JobIndexRow | None:
         """One job's index row (expired rows included), or ``None``."""
-        row = self._driver.fetch_one(self._index_q.get, {"namespace": namespace, "job_id": job_id})
+        row = self._driver.fetch_one(self._q.get, {"namespace": namespace, "job_id": job_id})
         return None if row is None else _row(row)
 
     # --- metrics ---
@@ -402,17 +397,17 @@ class JobIndexStore:
         shared = {"namespace": namespace}
         if transitions and waits:
             with self._driver.atomic():
-                self._driver.execute_rows(self._index_q.record_transitions, transitions, shared)
-                self._driver.execute_rows(self._index_q.record_waits, waits, shared)
+                self._driver.execute_rows(self._q.record_transitions, transitions, shared)
+                self._driver.execute_rows(self._q.record_waits, waits, shared)
         elif transitions:
-            self._driver.execute_rows(self._index_q.record_transitions, transitions, shared)
+            self._driver.execute_rows(self._q.record_transitions, transitions, shared)
         elif waits:
-            self._driver.execute_rows(self._index_q.record_waits, waits, shared)
+            self._driver.execute_rows(self._q.record_waits, waits, shared)
 
     def job_index_recent_transition_count(self, namespace: str, stage: str, now_ms: int) -> int:
         """Transitions into ``stage`` in the minute bucket of ``now_ms`` and the one before."""
         params = {"namespace": namespace, "stage": stage, **_recent_buckets(now_ms)}
-        row = self._driver.fetch_one(self._index_q.recent_transition_count, params)
+        row = self._driver.fetch_one(self._q.recent_transition_count, params)
         return int(row[0]) if row else 0
 
     def job_index_recent_wait_stats(
@@ -421,7 +416,7 @@ class JobIndexStore:
         """Count, integer average and max wait for ``mode`` over the minute bucket of
         ``now_ms`` and the one before; zeros when there was none."""
         params = {"namespace": namespace, "mode": mode, **_recent_buckets(now_ms)}
-        row = self._driver.fetch_one(self._index_q.recent_wait_stats, params)
+        row = self._driver.fetch_one(self._q.recent_wait_stats, params)
         count, sum_ms, max_ms = (int(value) for value in row) if row else (0, 0, 0)
         return JobIndexWaitStats(count=count, avg_ms=sum_ms // count if count else 0, max_ms=max_ms)
 
@@ -429,7 +424,7 @@ class JobIndexStore:
         """Deletes up to ``limit`` index rows of the namespace expired at ``now_ms``
         (one bounded statement), and the metric buckets more than
         ``METRIC_RETENTION_MINUTES`` before it; returns the index rows removed."""
-        q, driver = self._index_q, self._driver
+        q, driver = self._q, self._driver
         removed = 0
         if limit > 0:
             removed = driver.execute(
@@ -458,15 +453,15 @@ class JobIndexStore:
         }
         trim = {"namespace": namespace, "before_bucket": bucket - QUEUE_SAMPLE_RETENTION_MINUTES}
         with self._driver.atomic():
-            self._driver.execute(self._index_q.queue_sample_upsert, reading)
-            self._driver.execute(self._index_q.queue_sample_trim, trim)
+            self._driver.execute(self._q.queue_sample_upsert, reading)
+            self._driver.execute(self._q.queue_sample_trim, trim)
 
     def queue_sample_counts(self, namespace: str) -> tuple[int, int]:
         """``(queued, partitioned)`` now, for a queue sample: the ready depth of the
         namespace's job queues (internal ``__later*`` queues left out) and the
         partitioned queued jobs (the ``enqueued`` counter); O(1), from the counters.
         A counter that dips below zero under reordering reads as 0."""
-        row = self._driver.fetch_one(self._index_q.queue_sample_counts, {"namespace": namespace})
+        row = self._driver.fetch_one(self._q.queue_sample_counts, {"namespace": namespace})
         queued, partitioned = (int(value or 0) for value in row) if row else (0, 0)
         return max(queued, 0), max(partitioned, 0)
 
@@ -477,7 +472,7 @@ class JobIndexStore:
         return [
             QueueSample(at_ms=bucket * MINUTE_MS, queued=queued, partitioned=partitioned)
             for bucket, queued, partitioned in self._driver.fetch_all(
-                self._index_q.queue_samples_since, params
+                self._q.queue_samples_since, params
             )
         ]
 
@@ -493,7 +488,7 @@ class JobIndexStore:
         range), then index rows of queued jobs not on a partition (the queue
         answers for those). Each delete is bounded by what is left of ``limit``.
         """
-        q, driver = self._index_q, self._driver
+        q, driver = self._q, self._driver
         budget = max(limit, 0)
         removed = 0
         for suffix in DEAD_RANGE_KEYS:

@@ -629,3 +629,16 @@ class LogPort(Protocol):
 
     def drop_group(self, namespace: str, group: str, topic: str) -> None:
         """Forgets ``group`` on ``topic`` in one transaction: offsets, leases, members."""
+
+
+@runtime_checkable
+class TopicPort(Protocol):
+    """Each topic's fixed partition count in ``later_topic``, recorded once. Implemented by
+    :class:`~later_django.storage.topics.TopicStore`."""
+
+    def stored_partitions(self, namespace: str, topic: str) -> int | None:
+        """The partition count recorded for ``topic`` in ``namespace``, or ``None``."""
+
+    def record_if_absent(self, namespace: str, topic: str, partitions: int) -> int:
+        """Records ``topic`` with ``partitions`` unless a count is recorded already; returns the
+        count recorded after the call (``partitions``, or the one found)."""

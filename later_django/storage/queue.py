@@ -19,7 +19,6 @@ from typing import Any
 
 from later_django.core.clock import now_ms
 from later_django.core.keys import RESERVED_PREFIX
-from later_django.storage.contract import DeliveryQueue
 from later_django.storage.driver import Driver, as_bytes
 from later_django.storage.queries.queue import WAKE_CHANNEL, QueueQueries
 from later_django.storage.types import ClaimedMessage
@@ -29,8 +28,8 @@ MIN_PRIORITY = -100
 MAX_PRIORITY = 100
 
 
-class SqlDeliveryQueue(DeliveryQueue):
-    """The :class:`DeliveryQueue` contract for SQLite and PostgreSQL on one driver.
+class SqlDeliveryQueue:
+    """The delivery queue (:class:`~later_django.storage.ports.QueuePort`) on one driver.
 
     Invariants: a message is ready when due and either unleased or its lease
     has lapsed; claims take ready messages by ``priority`` (highest first) then

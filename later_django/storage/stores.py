@@ -29,6 +29,7 @@ from later_django.storage.ports import (
     LogPort,
     PartitionPort,
     QueuePort,
+    TopicPort,
     UpkeepPort,
 )
 
@@ -38,6 +39,7 @@ from later_django.storage.postgres import queries as _postgres_queries  # noqa: 
 from later_django.storage.queue import SqlDeliveryQueue
 from later_django.storage.sqlite import SqliteDriver
 from later_django.storage.sqlite import queries as _sqlite_queries  # noqa: F401
+from later_django.storage.topics import TopicStore
 from later_django.storage.upkeep import UpkeepStore
 
 _DRIVERS: dict[str, type[Driver]] = {
@@ -77,6 +79,7 @@ class Stores:
     partitions: PartitionPort
     log: LogPort
     dashboard: DashboardPort
+    topics: TopicPort
     batch: BatchWriter
 
     @property
@@ -100,5 +103,6 @@ def stores_for(using: str) -> Stores:
         partitions=PartitionStore(driver),
         log=LogStore(driver),
         dashboard=DashboardReads(driver),
+        topics=TopicStore(driver),
         batch=BatchWriter(BatchStores(driver, kv, index, executions, queue)),
     )

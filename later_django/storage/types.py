@@ -8,6 +8,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+#: Metric buckets older than this many minutes are swept.
+METRIC_RETENTION_MINUTES = 5
+#: Queue-length readings are kept one week.
+QUEUE_SAMPLE_RETENTION_MINUTES = 7 * 24 * 60
+
+
 # --- Key-value and range operations, applied atomically by ``Storage.apply`` ---
 
 

@@ -1,7 +1,10 @@
 """Whole-database upkeep: size, sweep of expired rows, SQLite WAL checkpoints, vacuum.
 
 Nothing here runs on a job's hot path; the maintenance passes call it. Each
-method is bounded so that no call holds SQLite's one write lock for long.
+method is bounded so that no call holds SQLite's one write lock for long, and
+each does what it is asked when it is asked: when to sweep, checkpoint or
+vacuum (and how long to back off) is the passes' decision
+(:mod:`later_django.maintenance.wal_checkpoint` for the write-ahead log).
 """
 
 from __future__ import annotations
@@ -11,26 +14,13 @@ from later_django.storage.driver import Driver
 from later_django.storage.queries.upkeep import UpkeepQueries
 from later_django.storage.types import WalCheckpoint
 
-#: Log size in frames (4 KiB pages, about 128 MB) at which a truncating checkpoint is tried.
-WAL_CHECKPOINT_FRAMES = 32_768
-#: Least time between two looks at the log size (the maintenance pass's interval).
-WAL_CHECK_INTERVAL_MS = 5_000
-#: How long a truncating checkpoint waits for readers. Writers wait behind it for as long,
-#: so in-flight reads can finish and no new one starts; it must outlast the slowest read
-#: on a loaded host (a 2 s wait gave up every time on a CPU-throttled container).
-WAL_TRUNCATE_WAIT_MS = 15_000
-#: Back-off after a truncating checkpoint gave up, so a database that is never idle is
-#: not stalled for the full wait over and over.
-WAL_RETRY_AFTER_BUSY_MS = 15_000
-
 
 class UpkeepStore:
     """The whole-database upkeep part of the storage contract, on one driver's connection."""
 
     def __init__(self, driver: Driver) -> None:
         self._driver = driver
-        # Not ``_q``: DjangoStorage mixes this store with KeyValueStore, which holds its own.
-        self._upkeep_queries = driver.queries(UpkeepQueries)
+        self._q = driver.queries(UpkeepQueries)
 
     def total_db_size_bytes(self) -> int | None:
         """On-disk size of the whole database (not only Later's tables).
@@ -39,7 +29,7 @@ class UpkeepStore:
         the write-ahead log included). PostgreSQL: ``pg_database_size`` of the
         current database.
         """
-        row = self._driver.fetch_one(self._upkeep_queries.total_db_size_bytes)
+        row = self._driver.fetch_one(self._q.total_db_size_bytes)
         return None if row is None or row[0] is None else int(row[0])
 
     def sweep_expired(self, limit: int) -> int:
@@ -55,7 +45,7 @@ class UpkeepStore:
             raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
         if limit == 0:
             return 0
-        q, now = self._upkeep_queries, now_ms()
+        q, now = self._q, now_ms()
         removed = self._driver.execute(q.sweep_expired_values, {"now": now, "limit": limit})
         remaining = limit - removed
         if remaining > 0:
@@ -76,7 +66,7 @@ class UpkeepStore:
         ``NOT_APPLICABLE`` on PostgreSQL and on SQLite outside WAL mode. On SQLite
         inside ``transaction.atomic()`` it raises ``TransactionManagementError``.
         """
-        return self._upkeep_queries.checkpoint_wal_above(self._driver, frames, truncate_wait_ms)
+        return self._q.checkpoint_wal_above(self._driver, frames, truncate_wait_ms)
 
     def vacuum(self) -> None:
         """Returns freed pages to the file system.
@@ -87,4 +77,4 @@ class UpkeepStore:
         called inside ``transaction.atomic()``. PostgreSQL: does nothing;
         autovacuum reclaims dead rows online.
         """
-        self._upkeep_queries.vacuum(self._driver)
+        self._q.vacuum(self._driver)

@@ -101,7 +101,7 @@ class Worker:
         )
         heartbeat = self._heartbeat()
         process.with_retries(heartbeat.beat)
-        process.with_retries(lambda: register_configured_topics(context.using, context.settings))
+        process.with_retries(lambda: register_configured_topics(context.stores, context.settings))
         process.with_retries(self.heads.refresh)
         heartbeat.start()
         loop = JobLoop(

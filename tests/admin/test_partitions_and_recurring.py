@@ -15,6 +15,7 @@ from later_django.api import enqueue_to_partition, schedule_recurring
 from later_django.core.topics import partition_for_key
 from later_django.engine.topics import register_topic
 from later_django.overview import read_overview
+from later_django.storage.stores import stores_for
 from tests.engine import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -27,7 +28,7 @@ PARTITIONS = 4
 def topic_db(later_db: str) -> Iterator[str]:
     later = {"NAMESPACE": "default", "DATABASE": later_db, "TOPICS": {TOPIC: {"partitions": 4}}}
     with override_settings(LATER=later):
-        register_topic(later_db, "default", TOPIC, PARTITIONS)
+        register_topic(stores_for(later_db), "default", TOPIC, PARTITIONS)
         yield later_db
 
 

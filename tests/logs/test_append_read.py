@@ -9,6 +9,7 @@ from django.test import override_settings
 from later_django.engine.topics import register_topic
 from later_django.exceptions import TopicLayoutMismatch, TopicNotConfigured
 from later_django.logs import log
+from later_django.storage.stores import stores_for
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -149,7 +150,7 @@ def test_an_unconfigured_topic_is_refused_by_name_and_nothing_is_written(log_db:
 
 
 def test_a_topic_stored_with_another_partition_count_is_refused(log_db: str) -> None:
-    register_topic(log_db, "default", "wide", 8)
+    register_topic(stores_for(log_db), "default", "wide", 8)
     with (
         override_settings(
             LATER={

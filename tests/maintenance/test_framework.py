@@ -10,10 +10,15 @@ import pytest
 
 from later_django.core.clock import now_ms
 from later_django.core.keys import pass_lease_key
-from later_django.maintenance import MaintenancePass, PassContext, register_pass, run_due_passes
-from later_django.maintenance.framework import LEASE_MARGIN_SECONDS
+from later_django.maintenance import (
+    LEASE_MARGIN_SECONDS,
+    MaintenancePass,
+    PassContext,
+    register_pass,
+    run_due_passes,
+)
 from later_django.models import StorageValue
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from tests.maintenance.conftest import NAMESPACE, make_runner
 
 DB = pytest.mark.django_db(databases="__all__")
@@ -147,7 +152,7 @@ def test_a_running_pass_holds_its_lease_for_its_budget_plus_the_margin(
     assert refused == []
     assert lease_left_ms > (LEASE_MARGIN_SECONDS + 5.0 - 1.0) * 1000
     # The run took longer than the interval: the lease is gone and the pass due at once.
-    assert DjangoStorage(alias).get(key) is None
+    assert stores_for(alias).kv.get(key) is None
     assert [run.name for run in other.run_due(force=True)] == ["probe_long"]
 
 
@@ -156,7 +161,7 @@ def test_a_lease_left_by_a_process_that_died_mid_pass_lapses(alias: str, tempora
     calls: list[str] = []
     temporary_passes("probe_dead", 0.1, count_calls(calls))
     # A process took the lease and died: its key stays until it expires.
-    assert DjangoStorage(alias).set_if_absent(pass_lease_key(NAMESPACE, "probe_dead"), b"dead", 0.5)
+    assert stores_for(alias).kv.set_if_absent(pass_lease_key(NAMESPACE, "probe_dead"), b"dead", 0.5)
     survivor = make_runner(alias, "probe_dead", owner="B")
     assert survivor.run_due(force=True) == []
     wait_for(lambda: survivor.run_due(force=True), what="the survivor's run after the lapse")
@@ -168,7 +173,7 @@ def test_a_process_that_lost_its_lease_leaves_the_new_holder_alone(
     alias: str, temporary_passes
 ) -> None:
     key = pass_lease_key(NAMESPACE, "probe_lost")
-    storage = DjangoStorage(alias)
+    storage = stores_for(alias).kv
 
     def run(context: PassContext) -> int:
         storage.delete(key)  # the lease lapsed meanwhile ...
@@ -220,7 +225,7 @@ def test_a_pass_with_nothing_wanted_takes_no_lease(alias: str, temporary_passes)
     temporary_passes("probe_unwanted", 30.0, count_calls(calls), wanted=lambda context: False)
     assert make_runner(alias, "probe_unwanted").run_due() == []
     assert calls == []
-    assert DjangoStorage(alias).get(pass_lease_key(NAMESPACE, "probe_unwanted")) is None
+    assert stores_for(alias).kv.get(pass_lease_key(NAMESPACE, "probe_unwanted")) is None
 
 
 @DB

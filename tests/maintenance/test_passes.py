@@ -13,8 +13,7 @@ from django.utils import timezone
 
 from later_django.core.clock import MINUTE_MS, minute_bucket, now_ms
 from later_django.core.keys import pass_lease_key
-from later_django.maintenance import PassContext, passes
-from later_django.storage.django import DjangoStorage
+from later_django.maintenance import PassContext, purge, queue_sample, sweep
 from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexRow, RangeAdd, Set, WorkerRow
 from tests.engine import tasks
@@ -61,15 +60,15 @@ def count(alias: str, sql: str, params: list | None = None) -> int:
 def fill_expired(alias: str) -> None:
     """35 expired values, 5 expired range members, 25 expired index rows, and live
     ones of each that must stay."""
-    storage = DjangoStorage(alias)
-    storage.apply(
+    stores = stores_for(alias)
+    stores.kv.apply(
         [Set(f"sweep-dead-{n:03}", b"x", ttl_seconds=0) for n in range(35)]
         + [Set(f"sweep-live-{n}", b"x", ttl_seconds=3600) for n in range(3)]
         + [RangeAdd("sweep-range", f"dead-{n}".encode(), ttl_seconds=0) for n in range(5)]
         + [RangeAdd("sweep-range", b"live", ttl_seconds=3600)]
     )
     past = now_ms() - 1
-    storage.job_index_upsert(
+    stores.index.job_index_upsert(
         NAMESPACE,
         [index_row(f"dead{n:03}", "success", expire_ms=past) for n in range(25)]
         + [index_row("live1", "success", expire_ms=past + HOUR_MS), index_row("live2", "running")],
@@ -93,9 +92,9 @@ def expired_left(alias: str) -> tuple[int, int, int]:
 def test_sweep_deletes_one_bounded_batch_per_call_when_out_of_time(
     alias: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(passes, "SWEEP_BATCH", 10)
+    monkeypatch.setattr(sweep, "SWEEP_BATCH", 10)
     fill_expired(alias)
-    removed = passes.sweep(context(alias, budget_seconds=-1))
+    removed = sweep.sweep(context(alias, budget_seconds=-1))
     assert removed == 20
     assert expired_left(alias) == (25, 5, 15)
 
@@ -103,16 +102,16 @@ def test_sweep_deletes_one_bounded_batch_per_call_when_out_of_time(
 def test_sweep_loops_until_every_expired_row_is_gone_and_keeps_live_ones(
     alias: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(passes, "SWEEP_BATCH", 10)
+    monkeypatch.setattr(sweep, "SWEEP_BATCH", 10)
     fill_expired(alias)
     runs = make_runner(alias, "sweep").run_due()
     assert [(run.name, run.done, run.error) for run in runs] == [("sweep", 35 + 5 + 25, None)]
     assert expired_left(alias) == (0, 0, 0)
-    storage = DjangoStorage(alias)
-    assert storage.get("sweep-live-0") is not None
-    assert storage.range_count("sweep-range") == 1
-    assert storage.job_index_get(NAMESPACE, "live1") is not None
-    assert storage.job_index_get(NAMESPACE, "live2") is not None
+    stores = stores_for(alias)
+    assert stores.kv.get("sweep-live-0") is not None
+    assert stores.kv.range_count("sweep-range") == 1
+    assert stores.index.job_index_get(NAMESPACE, "live1") is not None
+    assert stores.index.job_index_get(NAMESPACE, "live2") is not None
 
 
 # --- promote ---
@@ -123,7 +122,7 @@ def test_promote_moves_due_jobs_into_the_queue(alias: str) -> None:
     results = [soon.enqueue(n, 1) for n in range(3)]
     runner = make_runner(alias, "promote")
     assert runner.run_due(force=True) == []  # nothing due yet: no lease taken
-    assert DjangoStorage(alias).get(pass_lease_key(NAMESPACE, "promote")) is None
+    assert stores_for(alias).kv.get(pass_lease_key(NAMESPACE, "promote")) is None
     deadline = time.monotonic() + 30
     promoted = 0
     while promoted < 3:
@@ -138,15 +137,15 @@ def test_promote_moves_due_jobs_into_the_queue(alias: str) -> None:
 
 
 def test_reconcile_repairs_drifted_stage_counts_and_queue_depth(alias: str) -> None:
-    storage = DjangoStorage(alias)
-    storage.job_index_upsert(
+    stores = stores_for(alias)
+    stores.index.job_index_upsert(
         NAMESPACE,
         [index_row(f"d{n}", "delayed") for n in range(3)]
         + [index_row(f"r{n}", "running") for n in range(2)],
     )
     stores_for(alias).queue.publish(NAMESPACE, "default", [b"a", b"b", b"c", b"d"])
     expected = {"delayed": 3, "running": 2, "enqueued": 4}
-    assert storage.job_index_stage_counts(NAMESPACE) == expected
+    assert stores.index.job_index_stage_counts(NAMESPACE) == expected
     # Drift: counters that no longer match the rows.
     execute(alias, "UPDATE later_stage_counts SET count = count + 40")
     execute(
@@ -155,10 +154,10 @@ def test_reconcile_repairs_drifted_stage_counts_and_queue_depth(alias: str) -> N
         [NAMESPACE, "waiting"],
     )
     execute(alias, "UPDATE later_queue_depth SET ready = 999")
-    assert storage.job_index_stage_counts(NAMESPACE) != expected
+    assert stores.index.job_index_stage_counts(NAMESPACE) != expected
     runs = make_runner(alias, "reconcile").run_due()
     assert [(run.name, run.error) for run in runs] == [("reconcile", None)]
-    assert storage.job_index_stage_counts(NAMESPACE) == expected
+    assert stores.index.job_index_stage_counts(NAMESPACE) == expected
     assert (
         count(alias, "SELECT SUM(ready) FROM later_queue_depth WHERE namespace = %s", [NAMESPACE])
         == 4
@@ -171,7 +170,7 @@ def test_reconcile_repairs_drifted_stage_counts_and_queue_depth(alias: str) -> N
 def test_queue_sampling_writes_one_row_per_minute_however_often_it_runs(alias: str) -> None:
     queue = stores_for(alias).queue
     queue.publish(NAMESPACE, "default", [b"a", b"b"])
-    DjangoStorage(alias).job_index_upsert(
+    stores_for(alias).index.job_index_upsert(
         NAMESPACE, [index_row("p1", "enqueued", topic="orders", partition_id=0, sequence=1)]
     )
     # Many processes, many runs: forced past every process's own next-try time.
@@ -181,7 +180,7 @@ def test_queue_sampling_writes_one_row_per_minute_however_often_it_runs(alias: s
         for runner in runners:
             runner.run_due(force=True)
         # A run by hand too (it replaces the minute's reading, never adds one).
-        passes.sample_queue(context(alias))
+        queue_sample.sample_queue(context(alias))
     rows = fetch(
         alias,
         "SELECT minute_bucket, queued, partitioned FROM later_queue_samples WHERE namespace = %s",
@@ -204,7 +203,7 @@ def test_queue_sampling_trims_rows_older_than_a_week(alias: str) -> None:
             " VALUES (%s, %s, 0, 0)",
             [NAMESPACE, old],
         )
-    passes.sample_queue(context(alias))
+    queue_sample.sample_queue(context(alias))
     buckets = [row[0] for row in fetch(alias, "SELECT minute_bucket FROM later_queue_samples")]
     assert bucket - week - 5 not in buckets
     assert bucket - week + 5 in buckets
@@ -227,13 +226,13 @@ def worker(worker_id: str, heartbeat_at_ms: int) -> WorkerRow:
 
 
 def test_purge_removes_only_dead_worker_rows_and_dead_leases(alias: str) -> None:
-    storage = DjangoStorage(alias)
+    stores = stores_for(alias)
     now = now_ms()
     long_ago = now - 2 * HOUR_MS
-    storage.worker_heartbeat(NAMESPACE, worker("live", now))
-    storage.worker_heartbeat(NAMESPACE, worker("quiet", now - 5 * MINUTE_MS))
-    storage.worker_heartbeat(NAMESPACE, worker("dead", long_ago))
-    storage.job_index_upsert(
+    stores.executions.worker_heartbeat(NAMESPACE, worker("live", now))
+    stores.executions.worker_heartbeat(NAMESPACE, worker("quiet", now - 5 * MINUTE_MS))
+    stores.executions.worker_heartbeat(NAMESPACE, worker("dead", long_ago))
+    stores.index.job_index_upsert(
         NAMESPACE,
         [
             index_row("finished", "success", expire_ms=now + HOUR_MS),
@@ -244,16 +243,16 @@ def test_purge_removes_only_dead_worker_rows_and_dead_leases(alias: str) -> None
         ],
     )
     # Lapsed long ago, job finished / retried / deleted: dead.
-    storage.lease_acquire_many(NAMESPACE, "w-dead", long_ago, [("finished", long_ago, 1)])
-    storage.lease_acquire_many(NAMESPACE, "w-dead", long_ago, [("retried", long_ago, 1)])
-    storage.lease_acquire_many(NAMESPACE, "w-dead", long_ago, [("deleted", long_ago, 1)])
+    stores.executions.lease_acquire_many(NAMESPACE, "w-dead", long_ago, [("finished", long_ago, 1)])
+    stores.executions.lease_acquire_many(NAMESPACE, "w-dead", long_ago, [("retried", long_ago, 1)])
+    stores.executions.lease_acquire_many(NAMESPACE, "w-dead", long_ago, [("deleted", long_ago, 1)])
     # Kept: lapsed long ago but the job is still marked running (its next start
     # names the lost worker from it); lapsed only recently; live.
-    storage.lease_acquire_many(NAMESPACE, "w-dead", long_ago, [("stuck", long_ago, 1)])
-    storage.lease_acquire_many(NAMESPACE, "w-old", now, [("recent", now - MINUTE_MS, 1)])
-    storage.lease_acquire_many(NAMESPACE, "w-live", now, [("live", now + 30_000, 1)])
+    stores.executions.lease_acquire_many(NAMESPACE, "w-dead", long_ago, [("stuck", long_ago, 1)])
+    stores.executions.lease_acquire_many(NAMESPACE, "w-old", now, [("recent", now - MINUTE_MS, 1)])
+    stores.executions.lease_acquire_many(NAMESPACE, "w-live", now, [("live", now + 30_000, 1)])
     # Another namespace's dead rows are not this namespace's to purge.
-    storage.worker_heartbeat("other", worker("dead-elsewhere", long_ago))
+    stores.executions.worker_heartbeat("other", worker("dead-elsewhere", long_ago))
 
     runs = make_runner(alias, "purge").run_due()
     assert [(run.name, run.done, run.error) for run in runs] == [("purge", 4, None)]
@@ -271,14 +270,14 @@ def test_purge_removes_only_dead_worker_rows_and_dead_leases(alias: str) -> None
 def test_purge_works_in_small_batches_until_none_are_left(
     alias: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(passes, "PURGE_BATCH", 3)
-    storage = DjangoStorage(alias)
+    monkeypatch.setattr(purge, "PURGE_BATCH", 3)
+    stores = stores_for(alias)
     long_ago = now_ms() - 2 * HOUR_MS
     for n in range(8):
-        storage.worker_heartbeat(NAMESPACE, worker(f"dead{n}", long_ago))
-    assert passes.purge(context(alias, budget_seconds=-1)) == 3
+        stores.executions.worker_heartbeat(NAMESPACE, worker(f"dead{n}", long_ago))
+    assert purge.purge(context(alias, budget_seconds=-1)) == 3
     assert count(alias, "SELECT COUNT(*) FROM later_worker") == 5
-    assert passes.purge(context(alias)) == 5
+    assert purge.purge(context(alias)) == 5
     assert count(alias, "SELECT COUNT(*) FROM later_worker") == 0
 
 

@@ -11,11 +11,10 @@ from django.db import connections
 
 from later_django.core.clock import now_ms
 from later_django.core.keys import pass_lease_key
-from later_django.maintenance import passes
+from later_django.maintenance import PassContext, wal_checkpoint
 from later_django.models import StorageValue
-from later_django.storage.django import DjangoStorage
+from later_django.storage.stores import stores_for
 from later_django.storage.types import Set
-from later_django.storage.upkeep import WAL_CHECKPOINT_FRAMES
 from tests.maintenance.conftest import NAMESPACE, make_runner
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -51,10 +50,10 @@ def no_autocheckpoint(sqlite_db: str) -> Iterator[str]:
 
 def grow_wal(alias: str, megabytes: int) -> None:
     """Writes ``megabytes`` one-MiB values, one transaction each."""
-    storage = DjangoStorage(alias)
+    kv = stores_for(alias).kv
     value = b"\0" * (1 << 20)
     for n in range(megabytes):
-        storage.apply([Set(f"wal-test-{n:04}", value, ttl_seconds=3600)])
+        kv.apply([Set(f"wal-test-{n:04}", value, ttl_seconds=3600)])
 
 
 @pytest.mark.sqlite_only
@@ -64,7 +63,7 @@ def test_the_checkpoint_pass_truncates_a_log_of_more_than_32768_frames(
     alias = no_autocheckpoint
     grow_wal(alias, 140)
     frames = wal_frames(alias)
-    assert frames > WAL_CHECKPOINT_FRAMES
+    assert frames > wal_checkpoint.WAL_CHECKPOINT_FRAMES
     runs = make_runner(alias, "wal_checkpoint").run_due()
     assert [(run.name, run.done, run.error) for run in runs] == [("wal_checkpoint", 1, None)]
     # Truncated to nothing; the lease write after the run starts the log again.
@@ -87,8 +86,8 @@ def test_a_checkpoint_that_gave_up_keeps_every_process_off_for_15_seconds(
     no_autocheckpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     alias = no_autocheckpoint
-    monkeypatch.setattr(passes, "WAL_CHECKPOINT_FRAMES", 10)
-    monkeypatch.setattr(passes, "WAL_TRUNCATE_WAIT_MS", 200)
+    monkeypatch.setattr(wal_checkpoint, "WAL_CHECKPOINT_FRAMES", 10)
+    monkeypatch.setattr(wal_checkpoint, "WAL_TRUNCATE_WAIT_MS", 200)
     grow_wal(alias, 1)
     # A reader in the middle of a read transaction keeps the log from being reset.
     reader = sqlite3.connect(connections[alias].settings_dict["NAME"])
@@ -102,19 +101,19 @@ def test_a_checkpoint_that_gave_up_keeps_every_process_off_for_15_seconds(
         reader.close()
     assert wal_path(alias).stat().st_size > 0
     lease = StorageValue.objects.using(alias).get(key=pass_lease_key(NAMESPACE, "wal_checkpoint"))
-    assert lease.date_expire >= before + passes.WAL_RETRY_AFTER_BUSY_MS
+    assert lease.date_expire >= before + wal_checkpoint.WAL_RETRY_AFTER_BUSY_MS
     assert make_runner(alias, "wal_checkpoint", owner="B").run_due(force=True) == []
 
 
 def test_the_checkpoint_pass_takes_no_lease_on_postgres(postgres_alias: str) -> None:
     runs = make_runner(postgres_alias, "wal_checkpoint").run_due()
     assert runs == []
-    assert DjangoStorage(postgres_alias).get(pass_lease_key(NAMESPACE, "wal_checkpoint")) is None
-    context = passes.PassContext(
+    assert stores_for(postgres_alias).kv.get(pass_lease_key(NAMESPACE, "wal_checkpoint")) is None
+    context = PassContext(
         using=postgres_alias,
         namespace=NAMESPACE,
         settings=make_runner(postgres_alias).settings,
         owner="x",
         deadline=0.0,
     )
-    assert passes.checkpoint_wal(context) == 0
+    assert wal_checkpoint.checkpoint_wal(context) == 0

@@ -16,6 +16,7 @@ from later_django.api import (
 )
 from later_django.core.topics import partition_for_key
 from later_django.engine.topics import register_topic
+from later_django.storage.stores import stores_for
 from tests.partitions import tasks
 from tests.partitions.conftest import NAMESPACE, PARTITIONS, TOPIC
 from tests.partitions.support import (
@@ -103,7 +104,7 @@ def test_an_unconfigured_topic_is_refused_and_nothing_is_written(
 def test_a_changed_partition_count_is_refused_and_nothing_is_written(
     part_db: str, tmp_path: Path
 ) -> None:
-    register_topic(part_db, NAMESPACE, TOPIC, 4)
+    register_topic(stores_for(part_db), NAMESPACE, TOPIC, 4)
     before = _counts(part_db)
     with pytest.raises(TopicLayoutMismatch, match="4 partitions in the database but 8"):
         enqueue_to_partition(TOPIC, "k", tasks.record_key, str(tmp_path), "k", 0)
@@ -113,7 +114,7 @@ def test_a_changed_partition_count_is_refused_and_nothing_is_written(
 def test_a_changed_count_inside_atomic_leaves_the_callers_transaction_usable(
     part_db: str, tmp_path: Path
 ) -> None:
-    register_topic(part_db, NAMESPACE, TOPIC, 4)
+    register_topic(stores_for(part_db), NAMESPACE, TOPIC, 4)
     with transaction.atomic(using=part_db):
         with pytest.raises(TopicLayoutMismatch):
             enqueue_to_partition(TOPIC, "k", tasks.record_key, str(tmp_path), "k", 0)

@@ -24,7 +24,7 @@ def test_allocation_is_consecutive_per_partition_and_needs_the_registered_count(
 ) -> None:
     store = stores_for(db_alias).partitions
     assert store.allocate(NAMESPACE, [(TOPIC, 0, 3, 8)]) == {}, "unregistered topic: nothing"
-    register_topic(db_alias, NAMESPACE, TOPIC, 8)
+    register_topic(stores_for(db_alias), NAMESPACE, TOPIC, 8)
     assert store.allocate(NAMESPACE, [(TOPIC, 0, 3, 8), (TOPIC, 5, 1, 8)]) == {
         (TOPIC, 0): 1,
         (TOPIC, 5): 1,

@@ -213,7 +213,7 @@ def test_one_definition_failing_at_write_does_not_hold_back_its_page(
 
     # The reserved topic recorded with another layout: enqueueing to it raises
     # TopicLayoutMismatch inside the page's transaction.
-    register_topic(recur_db, NAMESPACE, RECURRING_TOPIC, 3)
+    register_topic(stores_for(recur_db), NAMESPACE, RECURRING_TOPIC, 3)
     tick = recent_tick()
     for recurring_id, sequential in (("a-plain", False), ("b-seq", True), ("c-plain", False)):
         schedule_recurring(recurring_id, "* * * * * *", tasks.plain, 1, sequential=sequential)

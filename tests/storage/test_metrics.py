@@ -8,12 +8,14 @@ from django.test.utils import CaptureQueriesContext
 
 from later_django.core.clock import MINUTE_MS
 from later_django.models import JobTransitionMetric, JobWaitMetric
-from later_django.storage.contract import (
+from later_django.storage.stores import stores_for
+from later_django.storage.types import (
     METRIC_RETENTION_MINUTES,
     QUEUE_SAMPLE_RETENTION_MINUTES,
+    JobIndexMetricsBatch,
+    JobIndexWaitStats,
+    QueueSample,
 )
-from later_django.storage.stores import stores_for
-from later_django.storage.types import JobIndexMetricsBatch, JobIndexWaitStats, QueueSample
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 

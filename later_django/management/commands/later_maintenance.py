@@ -24,7 +24,7 @@ from django.db import connections
 from django.utils.crypto import get_random_string
 
 from later_django.conf import later_settings
-from later_django.maintenance.framework import PassRunner, registered_passes
+from later_django.maintenance import PassRunner, registered_passes
 from later_django.management.commands.later_worker import _log_to_stderr_unless_configured
 from later_django.worker.bell import Bell
 

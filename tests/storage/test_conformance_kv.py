@@ -1,0 +1,182 @@
+"""Conformance of ``KeyValuePort`` (``stores_for(alias).kv``) on SQLite and PostgreSQL:
+``expire``, ``get_many_for_update`` and ``range_members_many``, as their docstrings state."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import OperationalError, connections, transaction
+
+from later_django.core.clock import now_ms
+from later_django.storage.stores import stores_for
+from later_django.storage.types import Increment, RangeAdd, RangeRemove, Set
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+
+def stored(db_alias: str, key: str) -> tuple | None:
+    """``(value, date_expire)`` of ``key`` as stored, expired or not."""
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute("SELECT value, date_expire FROM later_storage WHERE key = %s", [key])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    value, date_expire = row
+    return (bytes(value) if value is not None else None, date_expire)
+
+
+def row_count(db_alias: str, key: str) -> int:
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM later_storage WHERE key = %s", [key])
+        return cursor.fetchone()[0]
+
+
+# --- expire ---
+
+
+def test_expire_sets_a_time_to_live_on_an_existing_value(db_alias: str) -> None:
+    kv = stores_for(db_alias).kv
+    kv.set("k", b"v")
+    assert stored(db_alias, "k") == (b"v", None)
+    before = now_ms()
+    kv.expire("k", 60)
+    after = now_ms()
+    value, date_expire = stored(db_alias, "k")
+    assert value == b"v"
+    assert before + 60_000 <= date_expire <= after + 60_000
+    assert kv.get("k") == b"v"
+    assert kv.exist("k") is True
+
+
+def test_expire_with_a_ttl_of_zero_or_less_makes_the_value_expire_at_once(db_alias: str) -> None:
+    kv = stores_for(db_alias).kv
+    kv.set("zero", b"a")
+    kv.set("negative", b"b")
+    kv.expire("zero", 0)
+    kv.expire("negative", -5)
+    assert kv.get("zero") is None
+    assert kv.get("negative") is None
+    assert kv.exist("zero") is False
+    assert kv.get_many(["zero", "negative"]) == {}
+
+
+def test_expire_of_an_absent_key_creates_nothing(db_alias: str) -> None:
+    kv = stores_for(db_alias).kv
+    kv.expire("absent", 60)
+    assert row_count(db_alias, "absent") == 0
+    assert kv.get("absent") is None
+    assert kv.exist("absent") is False
+
+
+def test_expire_leaves_other_keys_alone(db_alias: str) -> None:
+    kv = stores_for(db_alias).kv
+    kv.set("target", b"1")
+    kv.set("bystander", b"2")
+    kv.expire("target", 0)
+    assert kv.get("target") is None
+    assert stored(db_alias, "bystander") == (b"2", None)
+
+
+def test_a_later_set_clears_an_expiry_set_by_expire(db_alias: str) -> None:
+    kv = stores_for(db_alias).kv
+    kv.set("k", b"old")
+    kv.expire("k", 60)
+    kv.set("k", b"new")
+    assert stored(db_alias, "k") == (b"new", None)
+
+
+# --- get_many_for_update ---
+
+
+def test_get_many_for_update_returns_what_get_many_returns(db_alias: str) -> None:
+    kv = stores_for(db_alias).kv
+    kv.apply(
+        [
+            Set("b", b"vb"),
+            Set("a", b"va"),
+            Set("gone", b"x", ttl_seconds=-1),  # expired at once
+            Increment("counter-only"),
+        ]
+    )
+    keys = ["b", "a", "gone", "counter-only", "absent", "a"]
+    with transaction.atomic(using=db_alias):
+        locked = kv.get_many_for_update(keys)
+    assert locked == {"a": b"va", "b": b"vb"}
+    assert locked == kv.get_many(keys)
+    with transaction.atomic(using=db_alias):
+        assert kv.get_many_for_update([]) == {}
+        assert kv.get_many_for_update(["absent"]) == {}
+
+
+def _try_write_from_another_connection(db_alias: str, key: str) -> BaseException | None:
+    """Updates ``key`` from a new connection that waits at most briefly for a lock;
+    returns the error it met (``None`` when the write went through)."""
+    outcome: list[BaseException | None] = []
+
+    def write() -> None:
+        try:
+            connection = connections[db_alias]
+            with connection.cursor() as cursor:
+                if connection.vendor == "postgresql":
+                    cursor.execute("SET lock_timeout = '200ms'")
+                else:
+                    cursor.execute("PRAGMA busy_timeout = 200")
+                cursor.execute(
+                    "UPDATE later_storage SET value = %s WHERE key = %s", [b"intruder", key]
+                )
+            outcome.append(None)
+        except BaseException as error:
+            outcome.append(error)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    thread.join(timeout=30)
+    assert outcome, "the writing thread did not finish"
+    return outcome[0]
+
+
+def test_get_many_for_update_holds_the_rows_until_the_transaction_ends(db_alias: str) -> None:
+    kv = stores_for(db_alias).kv
+    kv.set("locked", b"mine")
+    with transaction.atomic(using=db_alias):
+        assert kv.get_many_for_update(["locked"]) == {"locked": b"mine"}
+        blocked = _try_write_from_another_connection(db_alias, "locked")
+        assert isinstance(blocked, OperationalError), blocked
+        assert kv.get("locked") == b"mine"
+    # Once the transaction ended, the row can be written again.
+    assert _try_write_from_another_connection(db_alias, "locked") is None
+    assert kv.get("locked") == b"intruder"
+
+
+# --- range_members_many ---
+
+
+def test_range_members_many_returns_live_members_oldest_first_per_range(db_alias: str) -> None:
+    kv = stores_for(db_alias).kv
+    kv.apply(
+        [
+            # Added out of byte order: the answer follows the cursor, not the value.
+            RangeAdd("r1", b"z"),
+            RangeAdd("r1", b"a"),
+            RangeAdd("r1", b"m"),
+            RangeAdd("r2", b"live"),
+            RangeAdd("r2", b"dead", ttl_seconds=-1),
+            RangeAdd("r3", b"dead", ttl_seconds=-1),
+            RangeAdd("r4", b"removed"),
+            RangeAdd("other", b"not-asked"),
+        ]
+    )
+    kv.apply([RangeRemove("r4", b"removed")])
+    members = kv.range_members_many(["r1", "r2", "r3", "r4", "absent", "r1"])
+    assert members == {"r1": [b"z", b"a", b"m"], "r2": [b"live"]}
+    assert kv.range_members_many([]) == {}
+    assert kv.range_members_many(["r3", "absent"]) == {}
+
+
+def test_range_members_many_keeps_a_re_added_member_at_its_cursor(db_alias: str) -> None:
+    kv = stores_for(db_alias).kv
+    kv.apply([RangeAdd("r", b"first"), RangeAdd("r", b"second"), RangeAdd("r", b"first")])
+    assert kv.range_members_many(["r"]) == {"r": [b"first", b"second"]}
