@@ -87,7 +87,9 @@ def recurring_jobs() -> list[RecurringLine]:
             last_run=_when(definition.last_run_ms),
             sequential=definition.sequential,
         )
-        for definition in list_recurring(using=settings.database, namespace=settings.namespace)
+        for definition in list_recurring(
+            stores=stores_for(settings.database), namespace=settings.namespace
+        )
     ]
 
 

@@ -61,8 +61,9 @@ class DashboardReads:
         return [(queue_name, int(ready or 0)) for queue_name, ready in rows]
 
     def oldest_ready_at_ms(self, namespace: str, queue_name: str, now_ms: int) -> int | None:
-        """``available_at`` of the queue's first ready message in queue order
-        (available and unclaimed or lease lapsed at ``now_ms``), or ``None``."""
+        """``available_at`` of the queue's first ready message in publish (sequence)
+        order, whatever its priority (available and unclaimed or lease lapsed at
+        ``now_ms``), or ``None``."""
         params = {"namespace": namespace, "queue_name": queue_name, "now": now_ms}
         row = self._driver.fetch_one(self._q.oldest_ready, params)
         return None if row is None else int(row[0])

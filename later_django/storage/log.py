@@ -157,7 +157,7 @@ class LogStore:
         return dict(rows)
 
     def topic_groups(self, namespace: str, topic: str) -> list[str]:
-        """The groups with committed offsets on ``topic``."""
+        """The groups with offset rows on ``topic``: joined (offsets at 0) or committed."""
         rows = self._driver.fetch_all(
             self._q.topic_groups, {"namespace": namespace, "topic": topic}
         )

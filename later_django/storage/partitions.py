@@ -361,7 +361,9 @@ class PartitionStore:
         ]
 
     def runnable_head_exists(self, namespace: str, now_ms: int) -> bool:
-        """Whether any partition's head is runnable now, whoever holds the partition."""
+        """Whether any partition's head is runnable now (enqueued, or delayed/requeued and
+        due), whoever holds the partition; a ``running`` head is not (its holder may be
+        alive: only a takeover finds out)."""
         row = self._driver.fetch_one(
             self._q.runnable_head_exists, {"namespace": namespace, "now": now_ms}
         )

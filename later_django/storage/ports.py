@@ -315,8 +315,9 @@ class QueuePort(Protocol):
         Acking a claimed row leaves the depth counter unchanged."""
 
     def delete_unclaimed(self, sequence: int) -> bool:
-        """Deletes the message ``sequence`` if no consumer holds it (never claimed, or handed
-        back); ``True`` if it was deleted. A held message is left to its holder."""
+        """Deletes the message ``sequence`` if it carries no lease (never claimed, or
+        handed back); ``True`` if it was deleted. A leased message is left alone, also
+        when its lease has lapsed: the next claim takes it and drops it if its job is gone."""
 
     def nack(self, owner: str, sequences: Sequence[int], delay_ms: int = 0) -> int:
         """Hands the messages ``owner`` still leases back, ready again at now + ``delay_ms``;
@@ -421,7 +422,9 @@ class PartitionPort(Protocol):
         only (one statement)."""
 
     def runnable_head_exists(self, namespace: str, now_ms: int) -> bool:
-        """Whether any partition's head is runnable now, whoever holds the partition."""
+        """Whether any partition's head is runnable now (enqueued, or delayed/requeued and
+        due), whoever holds the partition; a ``running`` head is not (its holder may be
+        alive: only a takeover finds out)."""
 
 
 @runtime_checkable
@@ -494,8 +497,9 @@ class DashboardPort(Protocol):
         ``later_queue_depth`` shards."""
 
     def oldest_ready_at_ms(self, namespace: str, queue_name: str, now_ms: int) -> int | None:
-        """``available_at`` of the queue's first ready message in queue order (available and
-        unclaimed or lease lapsed at ``now_ms``), or ``None``."""
+        """``available_at`` of the queue's first ready message in publish (sequence)
+        order, whatever its priority (available and unclaimed or lease lapsed at
+        ``now_ms``), or ``None``."""
 
     def transitions_between(
         self, namespace: str, first_bucket: int, last_bucket: int
@@ -587,7 +591,7 @@ class LogPort(Protocol):
         """Partition → ``group``'s next offset."""
 
     def topic_groups(self, namespace: str, topic: str) -> list[str]:
-        """The groups with committed offsets on ``topic``."""
+        """The groups with offset rows on ``topic``: joined (offsets at 0) or committed."""
 
     def group_ensure(
         self, namespace: str, group: str, topic: str, partitions: int, now_ms: int

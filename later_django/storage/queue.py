@@ -181,8 +181,9 @@ class SqlDeliveryQueue:
         return self._driver.execute(self._q.ack, self._owned(owner, wanted))
 
     def delete_unclaimed(self, sequence: int) -> bool:
-        """Deletes the message ``sequence`` if no consumer holds it (never claimed, or
-        handed back); ``True`` if it was deleted. A held message is left to its holder."""
+        """Deletes the message ``sequence`` if it carries no lease (never claimed, or
+        handed back); ``True`` if it was deleted. A leased message is left alone, also
+        when its lease has lapsed: the next claim takes it and drops it if its job is gone."""
         return self._driver.execute(self._q.delete_unclaimed, {"sequence": sequence}) > 0
 
     def nack(self, owner: str, sequences: Sequence[int], delay_ms: int = 0) -> int:

@@ -31,6 +31,7 @@ MEMBERS = {
     "partitions": ports.PartitionPort,
     "log": ports.LogPort,
     "dashboard": ports.DashboardPort,
+    "topics": ports.TopicPort,
 }
 
 TESTS = Path(__file__).resolve().parent.parent

@@ -1,0 +1,242 @@
+"""Conformance of ``LogPort`` (``stores_for(alias).log``) on SQLite and PostgreSQL:
+partition ends, consumer-group offsets and reads, members, and the fenced offset commit,
+as the port's docstrings state."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connections
+
+from later_django.storage.leases import Lease
+from later_django.storage.stores import stores_for
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+NS = "ns"
+TOPIC = "events"
+OTHER_TOPIC = "other-events"
+T = 1_000_000
+
+
+def offset_rows(db_alias: str, group: str, topic: str = TOPIC) -> dict[int, int]:
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT partition_id, next_offset FROM later_log_consumer_offset "
+            "WHERE namespace = %s AND group_name = %s AND topic = %s",
+            [NS, group, topic],
+        )
+        return dict(cursor.fetchall())
+
+
+def member_rows(db_alias: str, group: str) -> dict[str, int]:
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT member_id, heartbeat_at FROM later_log_consumer_member "
+            "WHERE namespace = %s AND group_name = %s AND topic = %s",
+            [NS, group, TOPIC],
+        )
+        return dict(cursor.fetchall())
+
+
+def append(db_alias: str, partition: int, count: int, topic: str = TOPIC) -> list[int]:
+    records = [(partition, None, f"{partition}:{n}".encode()) for n in range(count)]
+    return stores_for(db_alias).log.append(NS, topic, T, records)
+
+
+# --- partition_ends ---
+
+
+def test_partition_ends_are_the_next_offsets_of_partitions_that_had_records(
+    db_alias: str,
+) -> None:
+    log = stores_for(db_alias).log
+    assert log.partition_ends(NS, TOPIC) == {}
+    assert append(db_alias, 0, 3) == [0, 1, 2]
+    assert append(db_alias, 2, 1) == [0]
+    append(db_alias, 1, 5, topic=OTHER_TOPIC)
+    assert log.partition_ends(NS, TOPIC) == {0: 3, 2: 1}
+    assert log.partition_ends(NS, OTHER_TOPIC) == {1: 5}
+    assert log.partition_ends("elsewhere", TOPIC) == {}
+
+
+def test_partition_ends_keep_the_end_when_records_are_cleaned_up(db_alias: str) -> None:
+    log = stores_for(db_alias).log
+    append(db_alias, 0, 4)
+    assert log.cleanup(NS, TOPIC, 0, T + 1, 0) == 4
+    assert log.read(NS, TOPIC, 0, 0, 10) == []
+    assert log.partition_ends(NS, TOPIC) == {0: 4}, "a partition that ever had a record"
+
+
+# --- group_ensure, group_offsets, topic_groups ---
+
+
+def test_group_ensure_creates_free_leases_and_zero_offsets(db_alias: str) -> None:
+    log = stores_for(db_alias).log
+    log.group_ensure(NS, "g", TOPIC, 3, T)
+    assert log.group_offsets(NS, "g", TOPIC) == {0: 0, 1: 0, 2: 0}
+    assert log.leases.leases((NS, "g", TOPIC)) == {(p,): Lease((p,), None, 0, 0) for p in range(3)}
+
+
+def test_group_ensure_adds_only_missing_rows(db_alias: str) -> None:
+    log = stores_for(db_alias).log
+    log.group_ensure(NS, "g", TOPIC, 2, T)
+    assert log.leases.take((NS, "g", TOPIC), "m", [(0,)], until_ms=T + 500, now_ms=T) == {(0,): 1}
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m", 1, 7, T) is True
+    log.group_ensure(NS, "g", TOPIC, 4, T + 10)
+    assert log.group_offsets(NS, "g", TOPIC) == {0: 7, 1: 0, 2: 0, 3: 0}
+    assert log.leases.leases((NS, "g", TOPIC)) == {
+        (0,): Lease((0,), "m", T + 500, 1),
+        (1,): Lease((1,), None, 0, 0),
+        (2,): Lease((2,), None, 0, 0),
+        (3,): Lease((3,), None, 0, 0),
+    }
+
+
+def test_group_offsets_are_one_groups_next_offsets_on_one_topic(db_alias: str) -> None:
+    log = stores_for(db_alias).log
+    assert log.group_offsets(NS, "g", TOPIC) == {}
+    log.group_ensure(NS, "g", TOPIC, 2, T)
+    log.group_ensure(NS, "h", TOPIC, 3, T)
+    log.group_ensure(NS, "g", OTHER_TOPIC, 1, T)
+    log.leases.hold((NS, "g", TOPIC), "m", [1], until_ms=T + 500, now_ms=T)
+    assert log.offset_commit(NS, "g", TOPIC, 1, "m", 1, 12, T) is True
+    assert log.group_offsets(NS, "g", TOPIC) == {0: 0, 1: 12}
+    assert log.group_offsets(NS, "h", TOPIC) == {0: 0, 1: 0, 2: 0}
+    assert log.group_offsets(NS, "g", OTHER_TOPIC) == {0: 0}
+
+
+def test_topic_groups_are_the_groups_with_offsets_on_the_topic(db_alias: str) -> None:
+    log = stores_for(db_alias).log
+    assert log.topic_groups(NS, TOPIC) == []
+    for group, topic in [("zeta", TOPIC), ("alpha", TOPIC), ("solo", OTHER_TOPIC)]:
+        log.group_ensure(NS, group, topic, 1, T)
+        log.leases.hold((NS, group, topic), "m", [0], until_ms=T + 500, now_ms=T)
+        assert log.offset_commit(NS, group, topic, 0, "m", 1, 1, T) is True
+    assert log.topic_groups(NS, TOPIC) == ["alpha", "zeta"]
+    assert log.topic_groups(NS, OTHER_TOPIC) == ["solo"]
+    log.drop_group(NS, "zeta", TOPIC)
+    assert log.topic_groups(NS, TOPIC) == ["alpha"]
+
+
+# --- group_read ---
+
+
+def test_group_read_reads_from_the_groups_committed_offset(db_alias: str) -> None:
+    log = stores_for(db_alias).log
+    append(db_alias, 0, 5)
+    append(db_alias, 1, 2)
+    log.group_ensure(NS, "g", TOPIC, 2, T)
+    assert [r[0] for r in log.group_read(NS, "g", TOPIC, 0, 10)] == [0, 1, 2, 3, 4]
+    log.leases.hold((NS, "g", TOPIC), "m", [0], until_ms=T + 500, now_ms=T)
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m", 1, 2, T) is True
+    assert log.group_read(NS, "g", TOPIC, 0, 10) == [
+        (2, None, b"0:2", T),
+        (3, None, b"0:3", T),
+        (4, None, b"0:4", T),
+    ]
+    assert [r[0] for r in log.group_read(NS, "g", TOPIC, 0, 2)] == [2, 3]
+    assert [r[2] for r in log.group_read(NS, "g", TOPIC, 1, 10)] == [b"1:0", b"1:1"]
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m", 1, 5, T) is True
+    assert log.group_read(NS, "g", TOPIC, 0, 10) == [], "everything committed"
+
+
+def test_group_read_without_an_offset_row_reads_nothing(db_alias: str) -> None:
+    log = stores_for(db_alias).log
+    append(db_alias, 0, 3)
+    assert log.group_read(NS, "never-joined", TOPIC, 0, 10) == []
+    log.group_ensure(NS, "g", TOPIC, 1, T)  # partition 0 only
+    append(db_alias, 1, 3)
+    assert log.group_read(NS, "g", TOPIC, 1, 10) == []
+    assert len(log.group_read(NS, "g", TOPIC, 0, 10)) == 3
+
+
+# --- members ---
+
+
+def test_member_beat_joins_and_refreshes_and_members_live_reads_the_live_set(
+    db_alias: str,
+) -> None:
+    log = stores_for(db_alias).log
+    log.member_beat(NS, "g", TOPIC, "a", T + 100)
+    log.member_beat(NS, "g", TOPIC, "b", T + 200)
+    log.member_beat(NS, "g", TOPIC, "c", T + 300)
+    log.member_beat(NS, "other-group", TOPIC, "x", T + 999)
+    assert member_rows(db_alias, "g") == {"a": T + 100, "b": T + 200, "c": T + 300}
+    assert log.members_live(NS, "g", TOPIC, T + 200) == ["b", "c"], "at or after"
+    assert log.members_live(NS, "g", TOPIC, T + 301) == []
+    log.member_beat(NS, "g", TOPIC, "a", T + 500)
+    assert member_rows(db_alias, "g") == {"a": T + 500, "b": T + 200, "c": T + 300}
+    assert log.members_live(NS, "g", TOPIC, T + 400) == ["a"]
+    assert log.members_live(NS, "other-group", TOPIC, 0) == ["x"]
+
+
+def test_member_remove_deletes_one_members_row(db_alias: str) -> None:
+    log = stores_for(db_alias).log
+    log.member_beat(NS, "g", TOPIC, "a", T)
+    log.member_beat(NS, "g", TOPIC, "b", T)
+    log.member_beat(NS, "h", TOPIC, "a", T)
+    log.member_remove(NS, "g", TOPIC, "a")
+    assert log.members_live(NS, "g", TOPIC, 0) == ["b"]
+    assert log.members_live(NS, "h", TOPIC, 0) == ["a"]
+    log.member_remove(NS, "g", TOPIC, "a")  # already gone
+    assert member_rows(db_alias, "g") == {"b": T}
+
+
+def test_members_purge_deletes_members_silent_since_before_the_cut_off(db_alias: str) -> None:
+    log = stores_for(db_alias).log
+    log.member_beat(NS, "g", TOPIC, "old-1", T + 100)
+    log.member_beat(NS, "g", TOPIC, "old-2", T + 199)
+    log.member_beat(NS, "g", TOPIC, "edge", T + 200)
+    log.member_beat(NS, "g", TOPIC, "new", T + 300)
+    log.member_beat(NS, "h", TOPIC, "old-elsewhere", T)
+    assert log.members_purge(NS, "g", TOPIC, T + 200) == 2
+    assert member_rows(db_alias, "g") == {"edge": T + 200, "new": T + 300}
+    assert log.members_purge(NS, "g", TOPIC, T + 200) == 0
+    assert member_rows(db_alias, "h") == {"old-elsewhere": T}
+
+
+# --- offset_commit ---
+
+
+def test_offset_commit_by_the_lease_holder_at_its_epoch_sets_the_offset(db_alias: str) -> None:
+    log = stores_for(db_alias).log
+    log.group_ensure(NS, "g", TOPIC, 2, T)
+    assert log.leases.hold((NS, "g", TOPIC), "m1", [0, 1], until_ms=T + 500, now_ms=T) == {
+        0: 1,
+        1: 1,
+    }
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m1", 1, 3, T + 1) is True
+    assert offset_rows(db_alias, "g") == {0: 3, 1: 0}
+
+
+def test_offset_commit_with_a_stale_epoch_or_by_another_owner_changes_nothing(
+    db_alias: str,
+) -> None:
+    log = stores_for(db_alias).log
+    scope = (NS, "g", TOPIC)
+    log.group_ensure(NS, "g", TOPIC, 1, T)
+    assert log.leases.hold(scope, "m1", [0], until_ms=T + 100, now_ms=T) == {0: 1}
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m1", 1, 4, T) is True
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m1", 2, 9, T) is False, "wrong epoch"
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m2", 1, 9, T) is False, "not the owner"
+    assert offset_rows(db_alias, "g") == {0: 4}
+    # m1's lease lapses and m2 takes it over (epoch 2): m1's late commit is fenced off.
+    assert log.leases.hold(scope, "m2", [0], until_ms=T + 900, now_ms=T + 200) == {0: 2}
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m1", 1, 9, T + 201) is False
+    assert offset_rows(db_alias, "g") == {0: 4}
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m2", 2, 6, T + 202) is True
+    assert offset_rows(db_alias, "g") == {0: 6}
+
+
+def test_offset_commit_without_a_lease_or_offset_row_returns_false(db_alias: str) -> None:
+    log = stores_for(db_alias).log
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m", 0, 1, T) is False, "the group never joined"
+    log.group_ensure(NS, "g", TOPIC, 1, T)
+    # A free lease row (owner none, epoch 0) is nobody's.
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m", 0, 1, T) is False
+    log.leases.hold((NS, "g", TOPIC), "m", [0], until_ms=T + 100, now_ms=T)
+    assert log.offset_commit(NS, "g", TOPIC, 5, "m", 1, 1, T) is False, "no such partition"
+    assert offset_rows(db_alias, "g") == {0: 0}
+    log.leases.release((NS, "g", TOPIC), "m")
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m", 1, 1, T) is False, "released"
+    assert offset_rows(db_alias, "g") == {0: 0}
