@@ -360,4 +360,4 @@ def read_queue_history(
     using, namespace = resolve_target(using, namespace)
     now = clock.now_ms() if now_ms is None else now_ms
     since = now - HISTORY_RANGES[range_name] * clock.MINUTE_MS
-    return stores_for(using).index.queue_samples_since(namespace, since)
+    return stores_for(using).metrics.queue_samples_since(namespace, since)

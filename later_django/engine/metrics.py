@@ -118,7 +118,7 @@ def flush() -> int:
     written = 0
     try:
         for (namespace, using), batch in list(batches.items()):
-            stores_for(using).index.job_index_record_metrics_batch(namespace, batch)
+            stores_for(using).metrics.record_batch(namespace, batch)
             del batches[(namespace, using)]
             written += 1
     finally:

@@ -10,16 +10,16 @@ from later_django.maintenance.definition import MaintenancePass, PassContext
 def minute_not_sampled(context: PassContext) -> bool:
     """A read: has the current minute no queue sample yet?"""
     now = now_ms()
-    samples = context.stores.index.queue_samples_since(context.namespace, now)
+    samples = context.stores.metrics.queue_samples_since(context.namespace, now)
     return not any(sample.at_ms == minute_bucket(now) * MINUTE_MS for sample in samples)
 
 
 def sample_queue(context: PassContext) -> int:
     """Records this minute's ``(queued, partitioned)`` reading (replacing one of the same
     minute) and trims readings older than a week; returns 1."""
-    index = context.stores.index
-    queued, partitioned = index.queue_sample_counts(context.namespace)
-    index.queue_sample_record(context.namespace, now_ms(), queued, partitioned)
+    metrics = context.stores.metrics
+    queued, partitioned = metrics.queue_sample_counts(context.namespace)
+    metrics.record_queue_sample(context.namespace, now_ms(), queued, partitioned)
     return 1
 
 

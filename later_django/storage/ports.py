@@ -162,40 +162,10 @@ class JobIndexPort(Protocol):
     def job_index_get(self, namespace: str, job_id: str) -> JobIndexRow | None:
         """One job's index row (expired rows included), or ``None``."""
 
-    def job_index_record_metrics_batch(self, namespace: str, batch: JobIndexMetricsBatch) -> None:
-        """Adds a batch: samples of one key (stage or mode, minute bucket) are summed first (wait
-        max is the max), then one upsert per metric table, atomically."""
-
-    def job_index_recent_transition_count(self, namespace: str, stage: str, now_ms: int) -> int:
-        """Transitions into ``stage`` in the minute bucket of ``now_ms`` and the one before."""
-
-    def job_index_recent_wait_stats(
-        self, namespace: str, mode: str, now_ms: int
-    ) -> JobIndexWaitStats:
-        """Count, integer average and max wait for ``mode`` over the minute bucket of ``now_ms``
-        and the one before; zeros when there was none."""
-
     def job_index_sweep_expired(self, namespace: str, now_ms: int, limit: int) -> int:
         """Deletes up to ``limit`` index rows of the namespace expired at ``now_ms`` (one bounded
         statement), and the metric buckets more than ``METRIC_RETENTION_MINUTES`` before it;
         returns the index rows removed."""
-
-    def queue_sample_record(
-        self, namespace: str, at_ms: int, queued: int, partitioned: int
-    ) -> None:
-        """Records the reading of the minute containing ``at_ms`` (replacing an earlier one of
-        that minute) and trims readings older than ``QUEUE_SAMPLE_RETENTION_MINUTES``, in one
-        transaction."""
-
-    def queue_sample_counts(self, namespace: str) -> tuple[int, int]:
-        """``(queued, partitioned)`` now, for a queue sample: the ready depth of the namespace's
-        job queues (internal ``__later*`` queues left out) and the partitioned queued jobs
-        (the ``enqueued`` counter); O(1), from the counters. A counter that dips below zero
-        under reordering reads as 0."""
-
-    def queue_samples_since(self, namespace: str, since_ms: int) -> list[QueueSample]:
-        """Readings from the minute containing ``since_ms`` on, oldest first; ``at_ms`` is the
-        start of the reading's minute."""
 
     def purge_unused_dashboard_rows(self, namespace: str, limit: int) -> int:
         """Removes up to ``limit`` rows in total that nothing reads any more; returns how many
@@ -646,3 +616,37 @@ class TopicPort(Protocol):
     def record_if_absent(self, namespace: str, topic: str, partitions: int) -> int:
         """Records ``topic`` with ``partitions`` unless a count is recorded already; returns the
         count recorded after the call (``partitions``, or the one found)."""
+
+
+@runtime_checkable
+class MetricsPort(Protocol):
+    """Minute buckets of stage transitions and waits, and the queue-length history. Implemented
+    by :class:`~later_django.storage.metrics.MetricsStore`."""
+
+    def record_batch(self, namespace: str, batch: JobIndexMetricsBatch) -> None:
+        """Adds a batch: samples of one key (stage or mode, minute bucket) are summed first (wait
+        max is the max), then one upsert per metric table, atomically."""
+
+    def recent_transition_count(self, namespace: str, stage: str, now_ms: int) -> int:
+        """Transitions into ``stage`` in the minute bucket of ``now_ms`` and the one before."""
+
+    def recent_wait_stats(self, namespace: str, mode: str, now_ms: int) -> JobIndexWaitStats:
+        """Count, integer average and max wait for ``mode`` over the minute bucket of ``now_ms``
+        and the one before; zeros when there was none."""
+
+    def record_queue_sample(
+        self, namespace: str, at_ms: int, queued: int, partitioned: int
+    ) -> None:
+        """Records the reading of the minute containing ``at_ms`` (replacing an earlier one of
+        that minute) and trims readings older than ``QUEUE_SAMPLE_RETENTION_MINUTES``, in one
+        transaction."""
+
+    def queue_sample_counts(self, namespace: str) -> tuple[int, int]:
+        """``(queued, partitioned)`` now, for a queue sample: the ready depth of the namespace's
+        job queues (internal ``__later*`` queues left out) and the partitioned queued jobs
+        (the ``enqueued`` counter); O(1), from the counters. A counter that dips below zero
+        under reordering reads as 0."""
+
+    def queue_samples_since(self, namespace: str, since_ms: int) -> list[QueueSample]:
+        """Readings from the minute containing ``since_ms`` on, oldest first; ``at_ms`` is the
+        start of the reading's minute."""

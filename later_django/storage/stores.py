@@ -20,6 +20,7 @@ from later_django.storage.execution import ExecutionStore
 from later_django.storage.job_index import JobIndexStore
 from later_django.storage.kv import KeyValueStore
 from later_django.storage.log import LogStore
+from later_django.storage.metrics import MetricsStore
 from later_django.storage.partitions import PartitionStore
 from later_django.storage.ports import (
     DashboardPort,
@@ -27,6 +28,7 @@ from later_django.storage.ports import (
     JobIndexPort,
     KeyValuePort,
     LogPort,
+    MetricsPort,
     PartitionPort,
     QueuePort,
     TopicPort,
@@ -73,6 +75,7 @@ class Stores:
     driver: Driver
     kv: KeyValuePort
     index: JobIndexPort
+    metrics: MetricsPort
     upkeep: UpkeepPort
     executions: ExecutionPort
     queue: QueuePort
@@ -97,6 +100,7 @@ def stores_for(using: str) -> Stores:
         driver=driver,
         kv=kv,
         index=index,
+        metrics=MetricsStore(driver),
         upkeep=UpkeepStore(driver),
         executions=executions,
         queue=queue,

@@ -97,7 +97,7 @@ def test_the_history_chart_is_inline_svg_for_each_range(
 
     now = now_ms()
     for minutes_ago, queued in ((50, 5), (20, 40), (1, 12)):
-        storage.index.queue_sample_record("default", now - minutes_ago * 60_000, queued, 2)
+        storage.metrics.record_queue_sample("default", now - minutes_ago * 60_000, queued, 2)
     response = manager_client.get(reverse("later_django:dashboard"), {"range": range_name})
     html = response.content.decode()
     panel = html.split('id="later-panel-history"', 1)[1].split("</section>", 1)[0]

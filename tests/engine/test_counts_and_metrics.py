@@ -38,19 +38,15 @@ def test_stage_counts_and_flushed_metrics_match_successes_failures_and_attempts(
         "failed": FAILING,
     }
     now = now_ms()
-    assert storage.index.job_index_recent_transition_count(NAMESPACE, "success", now) == SUCCEEDING
-    assert storage.index.job_index_recent_transition_count(NAMESPACE, "failed", now) == FAILING
+    assert storage.metrics.recent_transition_count(NAMESPACE, "success", now) == SUCCEEDING
+    assert storage.metrics.recent_transition_count(NAMESPACE, "failed", now) == FAILING
     assert (
-        storage.index.job_index_recent_transition_count(NAMESPACE, "enqueued", now)
-        == SUCCEEDING + FAILING
+        storage.metrics.recent_transition_count(NAMESPACE, "enqueued", now) == SUCCEEDING + FAILING
     )
     started_attempts = sum(found.attempts for found in results)
     assert started_attempts == SUCCEEDING + FAILING
-    assert (
-        storage.index.job_index_recent_transition_count(NAMESPACE, "running", now)
-        == started_attempts
-    )
-    waits = storage.index.job_index_recent_wait_stats(NAMESPACE, "regular", now)
+    assert storage.metrics.recent_transition_count(NAMESPACE, "running", now) == started_attempts
+    waits = storage.metrics.recent_wait_stats(NAMESPACE, "regular", now)
     assert waits.count == started_attempts
     assert 0 <= waits.avg_ms <= waits.max_ms
 
@@ -64,12 +60,12 @@ def test_retries_count_every_started_attempt_in_the_wait_metrics(engine_db: str)
 
     now = now_ms()
     assert failed.attempts == 3
-    assert storage.index.job_index_recent_wait_stats(NAMESPACE, "regular", now).count == 3
-    assert storage.index.job_index_recent_transition_count(NAMESPACE, "running", now) == 3
-    assert storage.index.job_index_recent_transition_count(NAMESPACE, "requeued", now) == 2
-    assert storage.index.job_index_recent_transition_count(NAMESPACE, "failed", now) == 1
+    assert storage.metrics.recent_wait_stats(NAMESPACE, "regular", now).count == 3
+    assert storage.metrics.recent_transition_count(NAMESPACE, "running", now) == 3
+    assert storage.metrics.recent_transition_count(NAMESPACE, "requeued", now) == 2
+    assert storage.metrics.recent_transition_count(NAMESPACE, "failed", now) == 1
     # The first enqueue, then each retry made ready again once its back-off ended.
-    assert storage.index.job_index_recent_transition_count(NAMESPACE, "enqueued", now) == 3
+    assert storage.metrics.recent_transition_count(NAMESPACE, "enqueued", now) == 3
     assert storage.index.job_index_stage_counts(NAMESPACE) == {"failed": 1}
 
 
@@ -77,8 +73,8 @@ def test_metrics_stay_in_memory_until_flushed(engine_db: str) -> None:
     storage = stores_for(engine_db)
     metrics.accumulator.take()
     tasks.add.enqueue(1, 2)
-    assert storage.index.job_index_recent_transition_count(NAMESPACE, "enqueued", now_ms()) == 0
+    assert storage.metrics.recent_transition_count(NAMESPACE, "enqueued", now_ms()) == 0
 
     assert metrics.flush() == 1
 
-    assert storage.index.job_index_recent_transition_count(NAMESPACE, "enqueued", now_ms()) == 1
+    assert storage.metrics.recent_transition_count(NAMESPACE, "enqueued", now_ms()) == 1

@@ -151,8 +151,8 @@ def metrics(db_alias: str) -> int:
             ("queue", at[3], 10, 10_000, 9_000),
         ],
     )
-    stores_for(db_alias).index.job_index_record_metrics_batch(NS, batch)
-    stores_for(db_alias).index.job_index_record_metrics_batch(
+    stores_for(db_alias).metrics.record_batch(NS, batch)
+    stores_for(db_alias).metrics.record_batch(
         OTHER_NS, JobIndexMetricsBatch(transitions=[("success", at[0], 100)])
     )
     return first

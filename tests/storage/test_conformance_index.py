@@ -44,7 +44,7 @@ def run_sql(db_alias: str, sql: str, params: list) -> None:
 
 
 def test_queue_sample_counts_of_an_empty_namespace_are_zero(db_alias: str) -> None:
-    assert stores_for(db_alias).index.queue_sample_counts(NS) == (0, 0)
+    assert stores_for(db_alias).metrics.queue_sample_counts(NS) == (0, 0)
 
 
 def test_queue_sample_counts_read_ready_job_queue_depth_and_enqueued_counter(
@@ -67,15 +67,14 @@ def test_queue_sample_counts_read_ready_job_queue_depth_and_enqueued_counter(
         ],
     )
     stores.index.job_index_upsert(OTHER_NS, [index_row("p5", "enqueued")])
-    assert stores.index.queue_sample_counts(NS) == (3, 2)
-    assert stores.index.queue_sample_counts(OTHER_NS) == (1, 1)
+    assert stores.metrics.queue_sample_counts(NS) == (3, 2)
+    assert stores.metrics.queue_sample_counts(OTHER_NS) == (1, 1)
     # A job leaving ``enqueued`` leaves the partitioned count.
     stores.index.job_index_upsert(NS, [index_row("p1", "running", revision=1)])
-    assert stores.index.queue_sample_counts(NS) == (3, 1)
+    assert stores.metrics.queue_sample_counts(NS) == (3, 1)
 
 
 def test_queue_sample_counts_read_a_counter_below_zero_as_zero(db_alias: str) -> None:
-    index = stores_for(db_alias).index
     # Counter shards as a reordered update can leave them for a moment.
     run_sql(
         db_alias,
@@ -88,9 +87,9 @@ def test_queue_sample_counts_read_a_counter_below_zero_as_zero(db_alias: str) ->
         "INSERT INTO later_stage_counts (namespace, stage, shard, count) VALUES (%s, %s, %s, %s)",
         [NS, "enqueued", 99, -2],
     )
-    assert index.queue_sample_counts(NS) == (0, 0)
+    assert stores_for(db_alias).metrics.queue_sample_counts(NS) == (0, 0)
     stores_for(db_alias).queue.publish(NS, "default", [b"x"] * 6)
-    assert index.queue_sample_counts(NS) == (2, 0)
+    assert stores_for(db_alias).metrics.queue_sample_counts(NS) == (2, 0)
 
 
 # --- queued_messages ---

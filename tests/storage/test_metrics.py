@@ -33,7 +33,7 @@ def waits(*samples: tuple[str, int, int, int, int]) -> JobIndexMetricsBatch:
 
 
 def test_a_batch_adds_up_samples_of_one_minute_in_one_statement_per_table(db_alias: str) -> None:
-    store = stores_for(db_alias).index
+    store = stores_for(db_alias).metrics
     batch = JobIndexMetricsBatch(
         transitions=[
             ("success", NOW, 1),
@@ -49,7 +49,7 @@ def test_a_batch_adds_up_samples_of_one_minute_in_one_statement_per_table(db_ali
     )
 
     with CaptureQueriesContext(connections[db_alias]) as captured:
-        store.job_index_record_metrics_batch("ns", batch)
+        store.record_batch("ns", batch)
 
     statements = [q["sql"] for q in captured.captured_queries]
     assert sum("INSERT INTO later_job_transition_metrics" in sql for sql in statements) == 1
@@ -65,15 +65,15 @@ def test_a_batch_adds_up_samples_of_one_minute_in_one_statement_per_table(db_ali
 
 
 def test_an_empty_batch_writes_nothing(db_alias: str) -> None:
-    store = stores_for(db_alias).index
+    store = stores_for(db_alias).metrics
     with CaptureQueriesContext(connections[db_alias]) as captured:
-        store.job_index_record_metrics_batch("ns", JobIndexMetricsBatch())
+        store.record_batch("ns", JobIndexMetricsBatch())
     assert captured.captured_queries == []
 
 
 def test_recent_transitions_are_the_current_and_previous_minute_only(db_alias: str) -> None:
-    store = stores_for(db_alias).index
-    store.job_index_record_metrics_batch(
+    store = stores_for(db_alias).metrics
+    store.record_batch(
         "ns",
         transitions(
             ("success", NOW, 4),
@@ -85,17 +85,17 @@ def test_recent_transitions_are_the_current_and_previous_minute_only(db_alias: s
         ),
     )
     # Flushes add to the buckets already written.
-    store.job_index_record_metrics_batch("ns", transitions(("success", NOW, 10)))
+    store.record_batch("ns", transitions(("success", NOW, 10)))
 
-    assert store.job_index_recent_transition_count("ns", "success", NOW) == 4 + 1 + 2 + 10
-    assert store.job_index_recent_transition_count("ns", "failed", NOW) == 7
-    assert store.job_index_recent_transition_count("ns", "running", NOW) == 0
-    assert store.job_index_recent_transition_count("other", "success", NOW) == 0
+    assert store.recent_transition_count("ns", "success", NOW) == 4 + 1 + 2 + 10
+    assert store.recent_transition_count("ns", "failed", NOW) == 7
+    assert store.recent_transition_count("ns", "running", NOW) == 0
+    assert store.recent_transition_count("other", "success", NOW) == 0
 
 
 def test_recent_wait_stats_give_count_average_and_max(db_alias: str) -> None:
-    store = stores_for(db_alias).index
-    store.job_index_record_metrics_batch(
+    store = stores_for(db_alias).metrics
+    store.record_batch(
         "ns",
         waits(
             ("regular", NOW, 2, 300, 200),
@@ -105,37 +105,37 @@ def test_recent_wait_stats_give_count_average_and_max(db_alias: str) -> None:
         ),
     )
 
-    assert store.job_index_recent_wait_stats("ns", "regular", NOW) == JobIndexWaitStats(
+    assert store.recent_wait_stats("ns", "regular", NOW) == JobIndexWaitStats(
         count=3, avg_ms=801 // 3, max_ms=501
     )
-    assert store.job_index_recent_wait_stats("ns", "sequential", NOW) == JobIndexWaitStats(
+    assert store.recent_wait_stats("ns", "sequential", NOW) == JobIndexWaitStats(
         count=1, avg_ms=7, max_ms=7
     )
 
 
 def test_the_wait_max_of_a_minute_is_the_largest_of_every_flush(db_alias: str) -> None:
-    store = stores_for(db_alias).index
-    store.job_index_record_metrics_batch("ns", waits(("regular", NOW, 1, 100, 100)))
-    store.job_index_record_metrics_batch("ns", waits(("regular", NOW, 1, 50, 50)))
-    assert store.job_index_recent_wait_stats("ns", "regular", NOW).max_ms == 100
+    store = stores_for(db_alias).metrics
+    store.record_batch("ns", waits(("regular", NOW, 1, 100, 100)))
+    store.record_batch("ns", waits(("regular", NOW, 1, 50, 50)))
+    assert store.recent_wait_stats("ns", "regular", NOW).max_ms == 100
 
-    store.job_index_record_metrics_batch("ns", waits(("regular", NOW, 1, 300, 300)))
-    assert store.job_index_recent_wait_stats("ns", "regular", NOW) == JobIndexWaitStats(
+    store.record_batch("ns", waits(("regular", NOW, 1, 300, 300)))
+    assert store.recent_wait_stats("ns", "regular", NOW) == JobIndexWaitStats(
         count=3, avg_ms=150, max_ms=300
     )
 
 
 def test_wait_stats_are_zero_without_samples(db_alias: str) -> None:
-    store = stores_for(db_alias).index
-    store.job_index_record_metrics_batch("other", waits(("regular", NOW, 1, 100, 100)))
-    assert store.job_index_recent_wait_stats("ns", "regular", NOW) == JobIndexWaitStats(0, 0, 0)
+    store = stores_for(db_alias).metrics
+    store.record_batch("other", waits(("regular", NOW, 1, 100, 100)))
+    assert store.recent_wait_stats("ns", "regular", NOW) == JobIndexWaitStats(0, 0, 0)
 
 
 def test_the_sweep_deletes_metric_buckets_older_than_the_retention(db_alias: str) -> None:
-    store = stores_for(db_alias).index
+    store = stores_for(db_alias).metrics
     ages = [0, 1, METRIC_RETENTION_MINUTES, METRIC_RETENTION_MINUTES + 1, 60]
     for namespace in ("ns", "other"):
-        store.job_index_record_metrics_batch(
+        store.record_batch(
             namespace,
             JobIndexMetricsBatch(
                 transitions=[("success", NOW - age * MINUTE_MS, 1) for age in ages],
@@ -143,7 +143,9 @@ def test_the_sweep_deletes_metric_buckets_older_than_the_retention(db_alias: str
             ),
         )
 
-    assert store.job_index_sweep_expired("ns", NOW, 100) == 0, "no index rows to remove"
+    assert stores_for(db_alias).index.job_index_sweep_expired("ns", NOW, 100) == 0, (
+        "no index rows to remove"
+    )
 
     bucket = NOW // MINUTE_MS
     kept = {bucket - age for age in ages if age <= METRIC_RETENTION_MINUTES}
@@ -154,10 +156,10 @@ def test_the_sweep_deletes_metric_buckets_older_than_the_retention(db_alias: str
 
 
 def test_a_queue_sample_replaces_the_earlier_reading_of_its_minute(db_alias: str) -> None:
-    store = stores_for(db_alias).index
-    store.queue_sample_record("ns", NOW, 5, 1)
-    store.queue_sample_record("ns", NOW + 20_000, 7, 2)
-    store.queue_sample_record("other", NOW, 99, 99)
+    store = stores_for(db_alias).metrics
+    store.record_queue_sample("ns", NOW, 5, 1)
+    store.record_queue_sample("ns", NOW + 20_000, 7, 2)
+    store.record_queue_sample("other", NOW, 99, 99)
 
     assert store.queue_samples_since("ns", NOW) == [
         QueueSample(at_ms=MINUTE_START, queued=7, partitioned=2)
@@ -165,25 +167,25 @@ def test_a_queue_sample_replaces_the_earlier_reading_of_its_minute(db_alias: str
 
 
 def test_queue_samples_older_than_a_week_are_trimmed(db_alias: str) -> None:
-    store = stores_for(db_alias).index
+    store = stores_for(db_alias).metrics
     week_ms = QUEUE_SAMPLE_RETENTION_MINUTES * MINUTE_MS
-    store.queue_sample_record("ns", NOW, 1, 0)
-    store.queue_sample_record("other", NOW, 1, 0)
-    store.queue_sample_record("ns", NOW + week_ms, 2, 0)
+    store.record_queue_sample("ns", NOW, 1, 0)
+    store.record_queue_sample("other", NOW, 1, 0)
+    store.record_queue_sample("ns", NOW + week_ms, 2, 0)
     assert [s.queued for s in store.queue_samples_since("ns", 0)] == [1, 2], (
         "a reading exactly a week old is kept"
     )
 
-    store.queue_sample_record("ns", NOW + week_ms + MINUTE_MS, 3, 0)
+    store.record_queue_sample("ns", NOW + week_ms + MINUTE_MS, 3, 0)
 
     assert [s.queued for s in store.queue_samples_since("ns", 0)] == [2, 3]
     assert len(store.queue_samples_since("other", 0)) == 1, "another namespace is kept"
 
 
 def test_queue_samples_since_are_oldest_first_from_the_minute_of_since(db_alias: str) -> None:
-    store = stores_for(db_alias).index
+    store = stores_for(db_alias).metrics
     for minutes, queued in [(2, 30), (0, 10), (-1, 0), (1, 20)]:
-        store.queue_sample_record("ns", MINUTE_START + minutes * MINUTE_MS + 5_000, queued, 1)
+        store.record_queue_sample("ns", MINUTE_START + minutes * MINUTE_MS + 5_000, queued, 1)
 
     samples = store.queue_samples_since("ns", NOW)
 

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 MEMBERS = {
     "kv": ports.KeyValuePort,
     "index": ports.JobIndexPort,
+    "metrics": ports.MetricsPort,
     "upkeep": ports.UpkeepPort,
     "executions": ports.ExecutionPort,
     "queue": ports.QueuePort,

@@ -97,7 +97,7 @@ class Command(BaseCommand):
         now = now_ms()
         for minutes_ago in range(HISTORY_MINUTES, 0, -1):
             wave = math.sin(math.pi * (HISTORY_MINUTES - minutes_ago) / HISTORY_MINUTES)
-            storage.index.queue_sample_record(
+            storage.metrics.record_queue_sample(
                 settings.namespace,
                 now - minutes_ago * MINUTE_MS,
                 queued=round(400 * wave),
