@@ -29,7 +29,8 @@ Params = Mapping[str, Any]
 Row = tuple[Any, ...]
 Q = TypeVar("Q")
 
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+#: A named parameter in a statement: ``%(name)s``.
+PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 VALUES_MARKER = "{values}"
 
 
@@ -69,9 +70,19 @@ class WakeChannel(Protocol):
         ...
 
 
-def placeholder_names(sql: str) -> list[str]:
-    """The distinct parameter names of ``sql``, in order of first use."""
-    return list(dict.fromkeys(_PLACEHOLDER.findall(sql)))
+def to_positional(sql: str, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """``sql`` with every ``%(name)s`` replaced by ``%s`` and the values in that order.
+
+    For statements with very many parameters (a multi-row ``VALUES``): SQLite finds a
+    named parameter by scanning its list of names, so binding tens of thousands of
+    them by name costs quadratic time, while positional ones bind in order."""
+    values: list[Any] = []
+
+    def take(match: re.Match[str]) -> str:
+        values.append(params[match.group(1)])
+        return "%s"
+
+    return PLACEHOLDER.sub(take, sql), values
 
 
 def prefix_placeholders(sql: str, prefix: str, keep: Set[str] = frozenset()) -> str:
@@ -83,7 +94,7 @@ def prefix_placeholders(sql: str, prefix: str, keep: Set[str] = frozenset()) -> 
         name = match.group(1)
         return match.group(0) if name in keep else f"%({prefix}{name})s"
 
-    return _PLACEHOLDER.sub(rename, sql)
+    return PLACEHOLDER.sub(rename, sql)
 
 
 class Driver:

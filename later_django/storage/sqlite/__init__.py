@@ -18,13 +18,14 @@ from typing import Any, ClassVar
 from django.db import transaction
 
 from later_django.storage.driver import (
+    PLACEHOLDER,
     VALUES_MARKER,
     Driver,
     Params,
     Row,
     RowsStatement,
-    placeholder_names,
     prefix_placeholders,
+    to_positional,
 )
 
 #: Changes whenever another connection commits (this connection's own commits leave it).
@@ -59,9 +60,11 @@ class SqliteDriver(Driver):
     ) -> list[Row]:
         if not rows:
             return []
-        per_row = len(set(placeholder_names(statement.row)) - set(shared or ()))
-        limit = (self.connection.features.max_query_params or 999) - len(shared or {})
-        per_statement = max(1, limit // max(per_row, 1))
+        # Bound positionally (below), so every occurrence of a placeholder is a variable.
+        per_row = max(len(PLACEHOLDER.findall(statement.row)), 1)
+        fixed = len(PLACEHOLDER.findall(statement.sql))
+        limit = (self.connection.features.max_query_params or 999) - fixed
+        per_statement = max(1, limit // per_row)
         chunks = [
             rows[start : start + per_statement] for start in range(0, len(rows), per_statement)
         ]
@@ -75,7 +78,10 @@ class SqliteDriver(Driver):
                 for index, row in enumerate(chunk):
                     for field, value in row.items():
                         params[f"r{index}_{field}"] = value
-                cursor.execute(expand_rows(statement, len(chunk), shared or ()), params)
+                # Positional: binding thousands of named parameters is quadratic in SQLite.
+                cursor.execute(
+                    *to_positional(expand_rows(statement, len(chunk), shared or ()), params)
+                )
                 if returning:
                     returned += [tuple(row) for row in cursor.fetchall()]
         return returned
