@@ -70,21 +70,6 @@ class WakeChannel(Protocol):
         ...
 
 
-def to_positional(sql: str, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
-    """``sql`` with every ``%(name)s`` replaced by ``%s`` and the values in that order.
-
-    For statements with very many parameters (a multi-row ``VALUES``): SQLite finds a
-    named parameter by scanning its list of names, so binding tens of thousands of
-    them by name costs quadratic time, while positional ones bind in order."""
-    values: list[Any] = []
-
-    def take(match: re.Match[str]) -> str:
-        values.append(params[match.group(1)])
-        return "%s"
-
-    return PLACEHOLDER.sub(take, sql), values
-
-
 def prefix_placeholders(sql: str, prefix: str, keep: Set[str] = frozenset()) -> str:
     """``sql`` with every ``%(name)s`` not in ``keep`` renamed ``%(<prefix>name)s``:
     how statements with clashing names are joined into one (a fixed rewrite of

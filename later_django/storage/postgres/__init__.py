@@ -16,11 +16,9 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
-import psycopg
 from django.db import transaction
 
 from later_django.storage.driver import Driver, Params, Row, RowsStatement, WakeChannel
-from later_django.storage.postgres.listener import PostgresWakeChannel
 
 #: The session's commits return before their WAL reaches disk (see relax_commit_durability).
 ASYNCHRONOUS_COMMIT = "SET synchronous_commit = off"
@@ -44,7 +42,7 @@ class PostgresDriver(Driver):
         connection.close_if_health_check_failed()
         connection.ensure_connection()
         with connection.wrap_database_errors:
-            return connection._prepare_cursor(psycopg.Cursor(connection.connection))
+            return connection._prepare_cursor(_psycopg().Cursor(connection.connection))
 
     def execute_rows(
         self,
@@ -96,7 +94,18 @@ class PostgresDriver(Driver):
             cursor.execute(ASYNCHRONOUS_COMMIT)
 
     def wake_channel(self) -> WakeChannel:
+        # Imported when used: psycopg loads libpq (about 9 MB per process), which a
+        # process that only ever talks to SQLite should not pay for.
+        from later_django.storage.postgres.listener import PostgresWakeChannel
+
         return PostgresWakeChannel(self.using)
+
+
+def _psycopg() -> Any:
+    """psycopg, imported at first use (see ``wake_channel``: libpq's memory)."""
+    import psycopg
+
+    return psycopg
 
 
 def _notified_marker() -> None:

@@ -11,8 +11,10 @@ must hold the write lock run in ``BEGIN IMMEDIATE`` (the connection's
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from functools import cache
 from typing import Any, ClassVar
 
 from django.db import transaction
@@ -24,25 +26,51 @@ from later_django.storage.driver import (
     Params,
     Row,
     RowsStatement,
-    prefix_placeholders,
-    to_positional,
 )
 
 #: Changes whenever another connection commits (this connection's own commits leave it).
 DATA_VERSION = "PRAGMA data_version"
 
 
-def expand_rows(statement: RowsStatement, count: int, shared: Iterable[str] = ()) -> str:
-    """``statement.sql`` with ``{values}`` replaced by ``count`` copies of its row
-    group, the copy for row ``i`` naming its row parameters ``r<i>_<field>``
-    (names in ``shared`` are bound once and keep their name)."""
-    if count < 1:
-        raise ValueError(f"a rows statement needs at least one row, not {count}")
-    keep = set(shared)
-    groups = ", ".join(
-        prefix_placeholders(statement.row, f"r{index}_", keep=keep) for index in range(count)
-    )
-    return statement.sql.replace(VALUES_MARKER, groups)
+@dataclass(frozen=True)
+class PositionalRows:
+    """A :class:`RowsStatement` turned positional once: the text before and after
+    ``{values}``, the row group, and the parameter name behind each ``%s``.
+
+    Positional because SQLite finds a named parameter by scanning its list of
+    names: binding tens of thousands of them by name takes quadratic time (a
+    20,000-row publish held the write lock for minutes), while ``?`` binds in order.
+    """
+
+    head: str
+    head_names: tuple[str, ...]
+    row: str
+    row_names: tuple[str, ...]
+    tail: str
+    tail_names: tuple[str, ...]
+
+    def sql(self, rows: int) -> str:
+        if rows < 1:
+            raise ValueError(f"a rows statement needs at least one row, not {rows}")
+        return self.head + ", ".join([self.row] * rows) + self.tail
+
+    def params(self, rows: Sequence[Params], shared: Params) -> list[Any]:
+        """The values in placeholder order; a row-group name a row lacks is shared."""
+        values = [shared[name] for name in self.head_names]
+        for row in rows:
+            values += [row[name] if name in row else shared[name] for name in self.row_names]
+        return values + [shared[name] for name in self.tail_names]
+
+
+def _positional(text: str) -> tuple[str, tuple[str, ...]]:
+    return PLACEHOLDER.sub("%s", text), tuple(PLACEHOLDER.findall(text))
+
+
+@cache
+def positional_rows(statement: RowsStatement) -> PositionalRows:
+    """``statement`` compiled to :class:`PositionalRows` (once per statement)."""
+    head, tail = statement.sql.split(VALUES_MARKER)
+    return PositionalRows(*_positional(head), *_positional(statement.row), *_positional(tail))
 
 
 class SqliteDriver(Driver):
@@ -60,28 +88,18 @@ class SqliteDriver(Driver):
     ) -> list[Row]:
         if not rows:
             return []
-        # Bound positionally (below), so every occurrence of a placeholder is a variable.
-        per_row = max(len(PLACEHOLDER.findall(statement.row)), 1)
-        fixed = len(PLACEHOLDER.findall(statement.sql))
+        compiled = positional_rows(statement)
+        fixed = len(compiled.head_names) + len(compiled.tail_names)
         limit = (self.connection.features.max_query_params or 999) - fixed
-        per_statement = max(1, limit // per_row)
-        chunks = [
-            rows[start : start + per_statement] for start in range(0, len(rows), per_statement)
-        ]
+        per_statement = max(1, limit // max(len(compiled.row_names), 1))
+        chunks = [rows[at : at + per_statement] for at in range(0, len(rows), per_statement)]
         returned: list[Row] = []
         with (
             transaction.atomic(using=self.using) if len(chunks) > 1 else nullcontext(),
             self.cursor() as cursor,
         ):
             for chunk in chunks:
-                params = dict(shared or {})
-                for index, row in enumerate(chunk):
-                    for field, value in row.items():
-                        params[f"r{index}_{field}"] = value
-                # Positional: binding thousands of named parameters is quadratic in SQLite.
-                cursor.execute(
-                    *to_positional(expand_rows(statement, len(chunk), shared or ()), params)
-                )
+                cursor.execute(compiled.sql(len(chunk)), compiled.params(chunk, shared or {}))
                 if returning:
                     returned += [tuple(row) for row in cursor.fetchall()]
         return returned
