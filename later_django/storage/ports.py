@@ -264,16 +264,17 @@ class QueuePort(Protocol):
     def claim(
         self,
         namespace: str,
-        queue_names: Sequence[str],
+        queue_names: Sequence[str] | None,
         owner: str,
         lease_ms: int,
         batch_size: int = 16,
     ) -> list[ClaimedMessage]:
-        """Leases ready messages of ``queue_names`` to ``owner`` for ``lease_ms``."""
+        """Leases ready messages of ``queue_names`` to ``owner`` for ``lease_ms``; ``None``:
+        of every queue of the namespace, whatever its name."""
 
-    def has_ready(self, namespace: str, queue_names: Sequence[str]) -> bool:
-        """Whether a claim would find a message now: a read that takes no write lock (idle SQLite
-        workers ask this before they claim)."""
+    def has_ready(self, namespace: str, queue_names: Sequence[str] | None) -> bool:
+        """Whether a claim of ``queue_names`` (``None``: every queue) would find a message now:
+        a read that takes no write lock (idle SQLite workers ask this before they claim)."""
 
     def renew(self, owner: str, sequences: Sequence[int], lease_ms: int) -> list[int]:
         """Extends ``owner``'s leases to now + ``lease_ms``; returns the sequences it still held,

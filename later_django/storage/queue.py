@@ -113,28 +113,29 @@ class SqlDeliveryQueue:
     def claim(
         self,
         namespace: str,
-        queue_names: Sequence[str],
+        queue_names: Sequence[str] | None,
         owner: str,
         lease_ms: int,
         batch_size: int = 16,
     ) -> list[ClaimedMessage]:
-        """Leases ready messages of ``queue_names`` to ``owner`` for ``lease_ms``.
+        """Leases ready messages of ``queue_names`` (``None``: of every queue) to ``owner``
+        for ``lease_ms``.
 
         Ready: in ``namespace``, due, and unleased or with a lapsed lease. With at
         least ``batch_size`` ready it takes ``batch_size``, else one. One statement
         (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so concurrent claimers never wait
         on each other's rows nor get the same message; SQLite: inside ``BEGIN
         IMMEDIATE``). Returns the messages in claim order (priority descending,
-        then sequence). Raises ``ValueError`` for empty ``queue_names``,
-        ``lease_ms`` ≤ 0 or ``batch_size`` < 1.
+        then sequence). Raises ``ValueError`` for empty ``queue_names`` (``None``,
+        not ``[]``, means every queue), ``lease_ms`` ≤ 0 or ``batch_size`` < 1.
         """
-        names = _check_queue_names(queue_names)
+        names = self._queue_names_param(queue_names)
         _check_positive("lease_ms", lease_ms)
         _check_positive("batch_size", batch_size)
         now = now_ms()
         params = {
             "namespace": namespace,
-            "queue_names": self._driver.list_param(names),
+            "queue_names": names,
             "now": now,
             "batch_size": batch_size,
             "owner": owner,
@@ -147,16 +148,23 @@ class SqlDeliveryQueue:
         messages.sort(key=lambda message: (-message.priority, message.sequence))
         return messages
 
-    def has_ready(self, namespace: str, queue_names: Sequence[str]) -> bool:
-        """Whether a claim would find a message now: a read that takes no write lock
-        (idle SQLite workers ask this before they claim)."""
-        names = _check_queue_names(queue_names)
+    def has_ready(self, namespace: str, queue_names: Sequence[str] | None) -> bool:
+        """Whether a claim of ``queue_names`` (``None``: every queue) would find a message
+        now: a read that takes no write lock (idle SQLite workers ask this before they
+        claim)."""
         params = {
             "namespace": namespace,
-            "queue_names": self._driver.list_param(names),
+            "queue_names": self._queue_names_param(queue_names),
             "now": now_ms(),
         }
         return self._driver.fetch_one(self._q.has_ready, params) is not None
+
+    def _queue_names_param(self, queue_names: Sequence[str] | None) -> Any:
+        """The statements' ``queue_names``: the checked list, or ``NULL`` for every queue
+        (the statement then applies no queue condition at all)."""
+        if queue_names is None:
+            return None
+        return self._driver.list_param(_check_queue_names(queue_names))
 
     # --- the owner's lease ---
 

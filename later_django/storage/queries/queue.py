@@ -50,9 +50,11 @@ class QueueQueries:
     #: ``publish`` that also sends ``pg_notify(%(channel)s, %(notify)s)``, delivered at
     #: commit (a vendor without notifications publishes only).
     publish_notify: RowsStatement
-    #: (namespace, queue_names, now, batch_size, owner, lease_until) -> COLUMNS rows.
+    #: (namespace, queue_names, now, batch_size, owner, lease_until) -> COLUMNS rows;
+    #: ``queue_names`` NULL: every queue.
     claim: str
-    #: (namespace, queue_names, now) -> a row when a claim would find a message.
+    #: (namespace, queue_names, now) -> a row when a claim would find a message;
+    #: ``queue_names`` NULL: every queue.
     has_ready: str
     #: (lease_until, owner, sequences) -> the sequences still held.
     renew: str

@@ -29,14 +29,16 @@ class PostgresQueueQueries(QueueQueries):
     # table statistics say. ``candidates`` is at most one batch in claim order;
     # ``chosen`` keeps the whole batch when it is full and only the first
     # message otherwise, so fresh consumers share a small queue; ``FOR UPDATE
-    # SKIP LOCKED`` keeps concurrent claimers off each other's rows.
+    # SKIP LOCKED`` keeps concurrent claimers off each other's rows. A NULL
+    # ``queue_names`` claims from every queue (migration 0006).
     claim = (
         f"SELECT {COLUMNS} FROM later_claim_batch(%(namespace)s, %(queue_names)s, %(now)s, "
         "%(batch_size)s, %(owner)s, %(lease_until)s)"
     )
     has_ready = (
         "SELECT 1 FROM later_delivery_queue WHERE namespace = %(namespace)s "
-        "AND queue_name = ANY(%(queue_names)s) AND available_at <= %(now)s "
+        "AND (%(queue_names)s::text[] IS NULL OR queue_name = ANY(%(queue_names)s::text[])) "
+        "AND available_at <= %(now)s "
         "AND (lease_until IS NULL OR lease_until <= %(now)s) LIMIT 1"
     )
     renew = (

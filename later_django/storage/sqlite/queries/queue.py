@@ -7,6 +7,9 @@ from later_django.storage.queries.queue import COLUMNS, INSERT_INTO, QueueQuerie
 from later_django.storage.sqlite import SqliteDriver
 
 _QUEUE_NAMES = "(SELECT value FROM json_each(%(queue_names)s))"
+# ``queue_names`` NULL: every queue (a worker for ``QUEUES: []``). The column is in
+# the claim index, so either way the claim walks the index in claim order.
+_OF_QUEUES = f"(%(queue_names)s IS NULL OR queue_name IN {_QUEUE_NAMES})"
 _SEQUENCES = "(SELECT value FROM json_each(%(sequences)s))"
 
 # The claim in one statement, run inside BEGIN IMMEDIATE: one writer at a
@@ -16,7 +19,7 @@ _SEQUENCES = "(SELECT value FROM json_each(%(sequences)s))"
 _CLAIM = f"""
 WITH candidates AS MATERIALIZED (
     SELECT sequence, priority FROM later_delivery_queue
-    WHERE namespace = %(namespace)s AND queue_name IN {_QUEUE_NAMES}
+    WHERE namespace = %(namespace)s AND {_OF_QUEUES}
       AND available_at <= %(now)s AND (lease_until IS NULL OR lease_until <= %(now)s)
     ORDER BY priority DESC, sequence
     LIMIT %(batch_size)s
@@ -45,7 +48,7 @@ class SqliteQueueQueries(QueueQueries):
     claim = _CLAIM
     has_ready = (
         "SELECT 1 FROM later_delivery_queue WHERE namespace = %(namespace)s "
-        "AND queue_name IN " + _QUEUE_NAMES + " AND available_at <= %(now)s "
+        "AND " + _OF_QUEUES + " AND available_at <= %(now)s "
         "AND (lease_until IS NULL OR lease_until <= %(now)s) LIMIT 1"
     )
     renew = (
