@@ -8,9 +8,11 @@
 ``enqueue`` writes the job on the connection of ``LATER["DATABASE"]``, inside
 the caller's transaction when there is one, so the job commits or rolls back
 with the caller's data; a worker sees it only after the commit. Arguments must
-be JSON-compatible, the queue one of ``QUEUES``, the priority a whole number in
--100..100 and ``run_after`` an aware datetime; anything else raises before a
-single row is written.
+be JSON-compatible, the queue one of ``QUEUES`` (any name when ``QUEUES`` is
+``[]``, as Django's settings reference says) and never a name starting with
+``__later`` (reserved), the priority a whole number in -100..100 and
+``run_after`` an aware datetime; anything else raises before a single row is
+written.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from typing import Any
 from django.db import transaction
 from django.tasks import Task, TaskResult
 from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.exceptions import TaskResultDoesNotExist
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 
 from later_django.conf import later_settings
-from later_django.core.keys import job_key
+from later_django.core.keys import RESERVED_PREFIX, is_reserved, job_key
 from later_django.core.payload import json_compatible
 from later_django.core.records import decode_record
 from later_django.engine.enqueue import NewJob, enqueue_jobs
@@ -42,6 +44,21 @@ class LaterBackend(BaseTaskBackend):
     supports_async_task = True
     supports_get_result = True
     supports_priority = True
+
+    @property
+    def any_queue(self) -> bool:
+        """``QUEUES: []``: a task may name any queue (Django: an empty list allows all)."""
+        return not self.queues
+
+    def validate_task(self, task: Task) -> None:
+        """Django's checks, and a queue name that is not later_django's own: ``InvalidTask``
+        for a name starting with ``__later``, whatever ``QUEUES`` says."""
+        if isinstance(task.queue_name, str) and is_reserved(task.queue_name):
+            raise InvalidTask(
+                f"Queue {task.queue_name!r} is not valid: queue names starting with "
+                f"{RESERVED_PREFIX!r} are reserved for later_django's own use."
+            )
+        super().validate_task(task)
 
     def new_job(
         self,

@@ -17,10 +17,15 @@ from later_django.conf import LaterSettings, later_settings
 from later_django.storage.driver import Driver
 from later_django.storage.stores import Stores, stores_for
 
+#: How a worker that takes every queue shows its queues (log line, ``later_worker`` row).
+EVERY_QUEUE = "*"
+
 
 @dataclass
 class WorkerOptions:
-    queues: list[str]
+    #: The queues to claim from; ``None``: every queue of the namespace, whatever its
+    #: name, including queues first used after the worker started (``QUEUES: []``).
+    queues: list[str] | None
     concurrency: int = 10
     burst: bool = False
     max_jobs: int | None = None
@@ -29,6 +34,12 @@ class WorkerOptions:
     #: A supervised child's supervisor: once it is gone (``os.getppid()`` changes),
     #: the child stops, with at most ORPHAN_SHUTDOWN_SECONDS of grace.
     parent_pid: int | None = None
+
+    @property
+    def shown_queues(self) -> list[str]:
+        """The queues as the log and the ``later_worker`` row show them: ``["*"]`` for
+        every queue."""
+        return [EVERY_QUEUE] if self.queues is None else list(self.queues)
 
 
 @dataclass(frozen=True)

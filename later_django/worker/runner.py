@@ -90,7 +90,7 @@ class Worker:
             "worker %s: namespace %r, queues %s, concurrency %d",
             context.worker_id,
             context.namespace,
-            ", ".join(context.options.queues),
+            ", ".join(context.options.shown_queues),
             context.options.concurrency,
         )
         process.with_retries(
@@ -129,7 +129,7 @@ class Worker:
             host=socket.gethostname(),
             pid=os.getpid(),
             concurrency=context.options.concurrency,
-            queues=list(context.options.queues),
+            queues=context.options.shown_queues,
             busy=0,
             started_at_ms=now_ms(),
             heartbeat_at_ms=now_ms(),

@@ -2,7 +2,8 @@
 
 Options: ``--concurrency N`` threads per process, ``--processes N`` processes
 (a supervisor forks them), ``--queue NAME`` (repeatable; default every queue
-of the ``LaterBackend`` backends in ``TASKS``), ``--burst`` (exit when nothing
+of the ``LaterBackend`` backends in ``TASKS``, or every queue in the database
+when one of them has ``QUEUES: []``), ``--burst`` (exit when nothing
 is ready), ``--max-jobs N`` (per process), ``--shutdown-timeout S``,
 ``--lease-seconds S`` (how long a silent worker keeps its jobs).
 """
@@ -19,17 +20,47 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.tasks import task_backends
 
 from later_django.backend import LaterBackend
+from later_django.core.keys import RESERVED_PREFIX, is_reserved
 from later_django.worker.runner import Worker, WorkerOptions
 from later_django.worker.supervisor import supervise
 
 
-def default_queues() -> list[str]:
-    """Every queue named by a ``LaterBackend`` in ``TASKS``, sorted."""
+def default_queues() -> list[str] | None:
+    """Every queue named by a ``LaterBackend`` in ``TASKS``, sorted; ``None`` (any queue)
+    when one of them has ``QUEUES: []``, which lets a task name any queue."""
     queues: set[str] = set()
     for backend in task_backends.all():
         if isinstance(backend, LaterBackend):
+            if backend.any_queue:
+                return None
             queues |= set(backend.queues)
     return sorted(queues)
+
+
+def chosen_queues(requested: list[str] | None) -> list[str] | None:
+    """The queues a worker claims from: ``requested`` (``--queue``, in order, once each)
+    or the default; ``None`` for every queue. ``CommandError`` for a reserved name, a
+    name no ``LaterBackend`` accepts, or no ``LaterBackend`` at all."""
+    known = default_queues()
+    if known == []:
+        raise CommandError(
+            "no queues: TASKS has no later_django.backend.LaterBackend backend; add one"
+        )
+    if not requested:
+        return known
+    reserved = [name for name in requested if is_reserved(name)]
+    if reserved:
+        raise CommandError(
+            f"--queue {', '.join(reserved)}: queue names starting with {RESERVED_PREFIX!r} "
+            "are reserved for later_django's own use"
+        )
+    unknown = [] if known is None else sorted(set(requested) - set(known))
+    if unknown:
+        raise CommandError(
+            f"--queue {', '.join(unknown)}: not a queue of any LaterBackend in TASKS "
+            f"(known: {', '.join(known or [])}; QUEUES: [] allows any name)"
+        )
+    return list(dict.fromkeys(requested))
 
 
 def _log_to_stderr_unless_configured() -> None:
@@ -71,21 +102,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_stderr_unless_configured()
-        known = default_queues()
-        queues = options["queues"] or known
-        if not queues:
-            raise CommandError(
-                "no queues: TASKS has no later_django.backend.LaterBackend backend; "
-                "add one or pass --queue NAME"
-            )
-        unknown = sorted(set(queues) - set(known))
-        if unknown:
-            raise CommandError(
-                f"--queue {', '.join(unknown)}: not a queue of any LaterBackend in TASKS "
-                f"(known: {', '.join(known) or 'none'})"
-            )
         worker_options = WorkerOptions(
-            queues=list(dict.fromkeys(queues)),
+            queues=chosen_queues(options["queues"]),
             concurrency=options["concurrency"],
             burst=options["burst"],
             max_jobs=options["max_jobs"],
