@@ -13,11 +13,16 @@ be JSON-compatible, the queue one of ``QUEUES`` (any name when ``QUEUES`` is
 ``__later`` (reserved), the priority a whole number in -100..100 and
 ``run_after`` an aware datetime; anything else raises before a single row is
 written.
+
+``get_result(id)`` gives back the job as it was enqueued: its own queue,
+priority, ``run_after`` and backend alias (all stored in the record), so for a
+job that has not started ``enqueue(...) == get_result(result.id)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -36,6 +41,9 @@ from later_django.engine.results import task_result
 from later_django.exceptions import RecordDecodeError, UnregisteredTaskError
 from later_django.storage.stores import stores_for
 from later_django.tasks import LaterTask
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
 
 
 class LaterBackend(BaseTaskBackend):
@@ -84,7 +92,7 @@ class LaterBackend(BaseTaskBackend):
             # validate_task accepts any whole number (7.0, True); store it as an int.
             priority=int(task.priority),
             backend=self.alias,
-            run_after_ms=None if run_after is None else int(run_after.timestamp() * 1000),
+            run_after_ms=None if run_after is None else _epoch_ms(run_after),
             parent_job_id=parent_job_id,
             run_on=run_on,
         )
@@ -95,10 +103,7 @@ class LaterBackend(BaseTaskBackend):
         records = enqueue_jobs(
             jobs, stores=stores_for(settings.database), namespace=settings.namespace
         )
-        results = [
-            task_result(record, task, self.alias)
-            for record, task in zip(records, tasks, strict=True)
-        ]
+        results = [task_result(record, task) for record, task in zip(records, tasks, strict=True)]
 
         def announce() -> None:
             for result in results:
@@ -111,6 +116,9 @@ class LaterBackend(BaseTaskBackend):
         return self.write_jobs([task], [self.new_job(task, args, kwargs)])[0]
 
     def get_result(self, result_id: str) -> TaskResult:
+        """The job ``result_id`` as stored (any ``LaterBackend`` of ``TASKS`` reads every
+        job: they share ``LATER["DATABASE"]``); ``TaskResultDoesNotExist`` when there is
+        none, or its record cannot be decoded, or its task path is not a ``Task``."""
         settings = later_settings()
         raw = stores_for(settings.database).kv.get(job_key(settings.namespace, str(result_id)))
         if raw is None:
@@ -120,4 +128,12 @@ class LaterBackend(BaseTaskBackend):
             task = resolve_task(record.task_path)
         except (RecordDecodeError, UnregisteredTaskError) as error:
             raise TaskResultDoesNotExist(f"{result_id}: {error}") from None
-        return task_result(record, task, self.alias)
+        return task_result(record, task)
+
+
+def _epoch_ms(moment: datetime) -> int:
+    """Whole milliseconds since the epoch, in integers: ``timestamp() * 1000`` is a float,
+    and from 2038 on some times come out a millisecond early (08:54:07.398 as ...397.9998)."""
+    if moment.tzinfo is None:  # USE_TZ = False: naive datetimes are local time
+        moment = moment.astimezone()
+    return (moment - _EPOCH) // _MILLISECOND

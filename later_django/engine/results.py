@@ -3,11 +3,18 @@
 Stages map to statuses: delayed, waiting, enqueued, requeued -> READY;
 running -> RUNNING; success -> SUCCESSFUL (with the return value); failed ->
 FAILED (with every attempt's error).
+
+The result's task is the job's own: the registered task with the queue,
+priority, ``run_after`` and backend alias the record holds (what ``.using()``
+gave at enqueue), so ``enqueue()`` and ``get_result()`` return equal results
+for a job that has not started.
 """
 
 from __future__ import annotations
 
+from dataclasses import fields
 from datetime import UTC, datetime
+from typing import Any
 
 from django.tasks import Task, TaskResult, TaskResultStatus
 from django.tasks.base import TaskError
@@ -30,9 +37,33 @@ def _when(epoch_ms: int | None) -> datetime | None:
     return None if epoch_ms is None else datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
 
 
-def task_result(record: JobRecord, task: Task, backend_alias: str) -> TaskResult:
+def job_task(record: JobRecord, task: Task) -> Task:
+    """``task`` (the one registered at ``record.task_path``) as the job was enqueued:
+    with the record's queue, priority, ``run_after`` and backend alias.
+
+    ``task`` itself when they already match. Otherwise a copy that is not validated
+    again: the job was validated when it was enqueued, and a read must not fail because
+    ``TASKS`` changed since (a queue no longer listed, a backend alias removed)."""
+    stored: dict[str, Any] = {
+        "queue_name": record.queue_name,
+        "priority": record.priority,
+        "run_after": _when(record.run_after_ms),
+        "backend": record.backend,
+    }
+    if all(getattr(task, name) == value for name, value in stored.items()):
+        return task
+    # dataclasses.replace() would run Task.__post_init__, i.e. the backend's validation.
+    restored = object.__new__(type(task))
+    for each in fields(task):
+        value = stored[each.name] if each.name in stored else getattr(task, each.name)
+        object.__setattr__(restored, each.name, value)
+    return restored
+
+
+def task_result(record: JobRecord, task: Task) -> TaskResult:
+    """The ``TaskResult`` of ``record``, whose registered task is ``task``."""
     result = TaskResult(
-        task=task,
+        task=job_task(record, task),
         id=record.job_id,
         status=STATUS_OF_STAGE[record.stage],
         enqueued_at=_when(record.enqueued_at_ms or record.created_at_ms),
@@ -41,7 +72,7 @@ def task_result(record: JobRecord, task: Task, backend_alias: str) -> TaskResult
         last_attempted_at=_when(record.last_attempted_at_ms),
         args=list(record.args),
         kwargs=dict(record.kwargs),
-        backend=backend_alias,
+        backend=record.backend,
         errors=[
             TaskError(exception_class_path=error.exception_class_path, traceback=error.traceback)
             for error in record.errors

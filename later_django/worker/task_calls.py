@@ -30,7 +30,7 @@ def run_job(job: StartedJob) -> Outcome:
     close_old_connections()
     record = job.record
     try:
-        result = task_result(record, job.task, record.backend)
+        result = task_result(record, job.task)
         task_started.send(sender=type(job.task.get_backend()), task_result=result)
         if job.task.takes_context:
             value = job.task.call(TaskContext(task_result=result), *record.args, **record.kwargs)
@@ -47,7 +47,7 @@ def announce_finished(outcome: Outcome, record: JobRecord) -> None:
     """Sends ``task_finished`` for the written ``record`` unless it is ready again;
     a failing receiver is logged, never raised."""
     try:
-        result = task_result(record, outcome.started.task, record.backend)
+        result = task_result(record, outcome.started.task)
         if result.status != TaskResultStatus.READY:
             task_finished.send(sender=type(outcome.started.task.get_backend()), task_result=result)
     except Exception:

@@ -97,3 +97,10 @@ def fail_with_server_policy(message: str) -> None:
 @task
 def return_a_set() -> set[int]:
     return {1, 2}
+
+
+@task(takes_context=True)
+def context_of_run(context) -> dict[str, object]:
+    """The queue, priority and backend of the task its context names, as the worker ran it."""
+    own = context.task_result.task
+    return {"queue_name": own.queue_name, "priority": own.priority, "backend": own.backend}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from django.db import connections
-from django.tasks import TaskResultStatus
+from django.tasks import TaskResultStatus, task_backends
 from django.tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
 from django.utils import timezone
 
@@ -19,6 +19,7 @@ from later_django.engine.execution import Outcome, finish_and_continue, start_ba
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished
+from tests.task_backends import any_queue_backends, tasks_setting
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -197,3 +198,77 @@ def test_a_task_reading_another_tasks_result_is_told_they_differ(engine_db: str)
     with pytest.raises(TaskResultMismatch):
         tasks.record.get_result(enqueued.id)
     assert tasks.add.get_result(enqueued.id).id == enqueued.id
+
+
+# --- the job's own task: what enqueue() returned, get_result() gives back ---
+
+
+def test_get_result_gives_back_the_queue_and_priority_the_job_was_enqueued_with(
+    engine_db: str,
+) -> None:
+    enqueued = tasks.add.using(priority=10, queue_name="emails").enqueue(1, 2)
+
+    found = result(enqueued.id)
+
+    assert found == enqueued
+    assert (found.task.queue_name, found.task.priority) == ("emails", 10)
+    assert found.task.backend == found.backend == "default"
+    # The registered task itself is unchanged, and still the one get_result resolves.
+    assert (tasks.add.queue_name, tasks.add.priority) == ("default", 0)
+    assert found.task.func is tasks.add.func
+    assert tasks.add.get_result(enqueued.id) == enqueued
+
+
+def test_get_result_gives_back_run_after_to_the_millisecond(engine_db: str) -> None:
+    # Times are stored in epoch milliseconds; 2038-09-18 08:54:07.398 is one whose
+    # float timestamp() * 1000 is ...397.9998.
+    run_after = datetime(2038, 9, 18, 8, 54, 7, 398000, tzinfo=UTC)
+    enqueued = tasks.add.using(run_after=run_after).enqueue(1, 2)
+
+    found = result(enqueued.id)
+
+    assert found == enqueued
+    assert found.task.run_after == run_after
+
+
+def test_a_run_after_finer_than_a_millisecond_reads_back_as_stored(engine_db: str) -> None:
+    run_after = (timezone.now() + timedelta(hours=1)).replace(microsecond=123456)
+
+    enqueued = tasks.add.using(run_after=run_after, priority=-5).enqueue(1, 2)
+
+    assert enqueued.task.run_after == run_after.replace(microsecond=123000)
+    assert result(enqueued.id) == enqueued
+
+
+def test_get_result_gives_back_the_backend_alias_the_job_was_enqueued_through(
+    engine_db: str,
+) -> None:
+    with tasks_setting(any_queue_backends("default", "other")):
+        enqueued = tasks.add.using(backend="other", queue_name="anything").enqueue(3, 4)
+
+        found = result(enqueued.id)  # read through the default backend
+
+        assert found == enqueued
+        assert found.backend == found.task.backend == "other"
+        assert found.task.queue_name == "anything"
+        assert found.task.get_backend() is task_backends["other"]
+
+
+def test_a_job_reads_back_after_its_queue_left_queues(engine_db: str) -> None:
+    enqueued = tasks.add.using(queue_name="reports").enqueue(1, 1)
+    narrower = {"default": {"BACKEND": "later_django.backend.LaterBackend", "QUEUES": ["default"]}}
+
+    with tasks_setting(narrower):
+        found = result(enqueued.id)
+
+    assert found.task.queue_name == "reports"
+    assert found == enqueued
+
+
+def test_a_task_given_its_context_sees_its_own_queue_and_priority(engine_db: str) -> None:
+    enqueued = tasks.context_of_run.using(queue_name="reports", priority=7).enqueue()
+
+    [found] = run_until_finished([enqueued.id], queues=["reports"])
+
+    assert found.status == TaskResultStatus.SUCCESSFUL, found.errors
+    assert found.return_value == {"queue_name": "reports", "priority": 7, "backend": "default"}
