@@ -195,3 +195,25 @@ def test_a_task_module_that_raises_while_imported_fails_the_job_not_the_worker(
     assert reason.startswith(
         "could not import task 'later_broken_tasks.some_task': RuntimeError: no config"
     ), reason
+
+
+def test_a_later_worker_process_writes_the_retry_warning_to_stderr(
+    alias: str,
+    workers,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """What an operator sees without any ``LOGGING``: the real ``later_worker`` writes
+    the ``later_django`` lines to stderr, the retry among them."""
+    runs = tmp_path / "runs"
+    enqueued = failure_tasks.fail_once_then_succeed.enqueue(str(runs))
+
+    burst = workers.start(alias, "--burst")
+
+    assert burst.wait_exit(30) == 0, burst.describe()
+    assert result(enqueued.id).status == TaskResultStatus.SUCCESSFUL
+    [line] = [line for line in burst.log().splitlines() if "failed with" in line]
+    assert " later_django.worker WARNING job " in line, line
+    assert (
+        f"job {enqueued.id} (task {failure_tasks.fail_once_then_succeed.module_path}, "
+        "queue default): attempt 1 of 2 failed with ValueError('first attempt'); next run at "
+    ) in line
