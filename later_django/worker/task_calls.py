@@ -21,7 +21,7 @@ from django.tasks.signals import task_finished, task_started
 from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.payload import json_compatible
-from later_django.core.records import JobRecord
+from later_django.core.records import JobError, JobRecord
 from later_django.engine.execution import Outcome, StartedJob
 from later_django.engine.moves import error_from_exception
 from later_django.engine.results import task_result
@@ -77,7 +77,7 @@ def announce_finished(outcome: Outcome, record: JobRecord) -> None:
     raised: the outcome is already written."""
     if record.stage not in stages.FINISHED:
         if outcome.error is not None:
-            _log_retry(outcome, record)
+            _log_retry(outcome.error, outcome.exception, record)
         return
     task = outcome.started.task
     try:
@@ -104,16 +104,14 @@ def _send_finished_handling(exception: BaseException, task: Task, result: TaskRe
         task_finished.send(sender=type(task.get_backend()), task_result=result)
 
 
-def _log_retry(outcome: Outcome, record: JobRecord) -> None:
-    """``attempt 2 of 5 failed with ValueError('x'); next run at <ISO time>``."""
-    assert outcome.error is not None
+def _log_retry(error: JobError, exception: BaseException | None, record: JobRecord) -> None:
+    """``attempt 2 of 5 failed with ValueError('x'); next run at <ISO time>`` for the
+    written ``record`` of a failed attempt that will be retried."""
     retry = record.retry or {}
     attempts = int(retry.get("max_retries", 0)) + 1
     # An immediate retry is enqueued again at once: it is ready from now.
     next_ms = record.run_after_ms if record.stage == stages.REQUEUED else record.ready_at_ms
-    failure = outcome.error.exception_class_path
-    if outcome.exception is not None:
-        failure = repr(outcome.exception)
+    failure = error.exception_class_path if exception is None else repr(exception)
     logger.warning(
         "job %s (task %s, queue %s): attempt %d of %d failed with %s; next run at %s",
         record.job_id,
