@@ -91,11 +91,20 @@ class StartedJob:
 
 @dataclass
 class Outcome:
-    """What running a job gave: a JSON-compatible return value, or an error."""
+    """What running a job gave: a JSON-compatible return value, or an error.
+
+    With an error, ``exception`` is the exception raised (kept in memory only, until
+    the outcome is announced, so log lines can carry its traceback), and
+    ``retryable`` False fails the job at once whatever its retry policy (a
+    programming error such as a return value JSON cannot hold: running it again
+    would repeat its side effects and fail the same way).
+    """
 
     started: StartedJob
     return_value: Any = None
     error: JobError | None = None
+    exception: BaseException | None = None
+    retryable: bool = True
 
 
 @dataclass(frozen=True)
@@ -488,7 +497,9 @@ def _write_outcomes(
             moves.succeed(writes, record, now, outcome.return_value, settings)
         else:
             policy = task_retry_policy(started.task)
-            moves.fail_attempt(writes, record, now, outcome.error, settings, policy)
+            moves.fail_attempt(
+                writes, record, now, outcome.error, settings, policy, retryable=outcome.retryable
+            )
     return records
 
 

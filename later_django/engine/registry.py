@@ -16,16 +16,18 @@ _resolved: dict[str, Task] = {}
 
 
 def resolve_task(task_path: str) -> Task:
-    """The ``Task`` at ``task_path``; ``UnregisteredTaskError`` saying why otherwise."""
+    """The ``Task`` at ``task_path``; ``UnregisteredTaskError`` saying why otherwise.
+    Any exception raised while importing the path (a missing module or attribute, or
+    an error inside the module) is reported as the import failing, with its class."""
     task = _resolved.get(task_path)
     if task is not None:
         return task
     try:
         found = import_string(task_path)
-    except ImportError as error:
+    except Exception as error:  # a module may raise anything while it is imported
         raise UnregisteredTaskError(
-            f"task path {task_path!r} cannot be imported ({error}); only registered "
-            "django.tasks.Task objects run"
+            f"could not import task {task_path!r}: {type(error).__name__}: {error}; "
+            "only registered django.tasks.Task objects run"
         ) from None
     if not isinstance(found, Task):
         raise UnregisteredTaskError(

@@ -3,20 +3,25 @@
 :func:`run_job` runs on a job thread: ``task_started``, the call, and the
 outcome it returns (an exception is the job's failure, never the worker's).
 :func:`announce_finished` runs on the main thread once the outcome is written:
-``task_finished`` for a job that reached a final stage or was requeued.
+``task_finished`` for a job that reached a final stage, a WARNING line for a
+failed attempt that will be retried. Nothing here touches the database beyond
+the task's own work, and a successful job costs no log formatting.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
+from typing import Any
 
 from django.db import close_old_connections
-from django.tasks import TaskContext, TaskResultStatus
+from django.tasks import Task, TaskContext, TaskResult
 from django.tasks.signals import task_finished, task_started
 
+from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.payload import json_compatible
-from later_django.core.records import JobRecord
+from later_django.core.records import JobError, JobRecord
 from later_django.engine.execution import Outcome, StartedJob
 from later_django.engine.moves import error_from_exception
 from later_django.engine.results import task_result
@@ -28,27 +33,109 @@ def run_job(job: StartedJob) -> Outcome:
     """Calls the task of ``job`` and returns its outcome; never raises. The thread's
     database connections are closed before and after (a job thread is reused)."""
     close_old_connections()
-    record = job.record
     try:
-        result = task_result(record, job.task)
-        task_started.send(sender=type(job.task.get_backend()), task_result=result)
-        if job.task.takes_context:
-            value = job.task.call(TaskContext(task_result=result), *record.args, **record.kwargs)
-        else:
-            value = job.task.call(*record.args, **record.kwargs)
-        return Outcome(job, return_value=json_compatible(value, "the return value"))
-    except BaseException as error:  # the job's failure, never the worker's
-        return Outcome(job, error=error_from_exception(error, now_ms(), record.attempts))
+        return _outcome(job)
     finally:
         close_old_connections()
 
 
-def announce_finished(outcome: Outcome, record: JobRecord) -> None:
-    """Sends ``task_finished`` for the written ``record`` unless it is ready again;
-    a failing receiver is logged, never raised."""
+def _outcome(job: StartedJob) -> Outcome:
+    """A raising task gives a retryable failure; a return value JSON cannot hold a
+    failure that is not retried (the task ran to its end: running it again would
+    repeat its side effects and return the same kind of value)."""
     try:
-        result = task_result(record, outcome.started.task)
-        if result.status != TaskResultStatus.READY:
-            task_finished.send(sender=type(outcome.started.task.get_backend()), task_result=result)
+        value = _call(job)
+    except BaseException as error:  # the job's failure, never the worker's
+        return _failure(job, error, retryable=True)
+    try:
+        return_value = json_compatible(value, "the return value")
+    except BaseException as error:
+        return _failure(job, error, retryable=False)
+    return Outcome(job, return_value=return_value)
+
+
+def _call(job: StartedJob) -> Any:
+    """``task_started``, then the task itself, with its context when it takes one."""
+    record = job.record
+    result = task_result(record, job.task)
+    task_started.send(sender=type(job.task.get_backend()), task_result=result)
+    if job.task.takes_context:
+        return job.task.call(TaskContext(task_result=result), *record.args, **record.kwargs)
+    return job.task.call(*record.args, **record.kwargs)
+
+
+def _failure(job: StartedJob, error: BaseException, *, retryable: bool) -> Outcome:
+    recorded = error_from_exception(error, now_ms(), job.record.attempts)
+    return Outcome(job, error=recorded, exception=error, retryable=retryable)
+
+
+def announce_finished(outcome: Outcome, record: JobRecord) -> None:
+    """For the written ``record``: ``task_finished`` when it reached a final stage
+    (sent inside a handler of the task's exception when it failed, so receivers
+    such as Django's log line find it in ``sys.exc_info()``), a WARNING line when
+    the attempt failed and will be retried. A failing receiver is logged, never
+    raised: the outcome is already written."""
+    if record.stage not in stages.FINISHED:
+        if outcome.error is not None:
+            _log_retry(outcome.error, outcome.exception, record)
+        return
+    task = outcome.started.task
+    try:
+        result = task_result(record, task)
+        if outcome.exception is None:
+            task_finished.send(sender=type(task.get_backend()), task_result=result)
+        else:
+            _send_finished_handling(outcome.exception, task, result)
     except Exception:
-        logger.exception("a task_finished receiver failed for job %s", record.job_id)
+        logger.exception(
+            "a task_finished receiver failed for job %s", record.job_id, extra=log_extra(record)
+        )
+
+
+def _send_finished_handling(exception: BaseException, task: Task, result: TaskResult) -> None:
+    """``task_finished`` sent while ``exception`` is being handled, with the
+    traceback the task left (not one more frame for this re-raise)."""
+    traceback = exception.__traceback__
+    try:
+        raise exception
+    except BaseException:
+        # sys.exc_info() reads the traceback from the exception (Python >= 3.11).
+        exception.__traceback__ = traceback
+        task_finished.send(sender=type(task.get_backend()), task_result=result)
+
+
+def _log_retry(error: JobError, exception: BaseException | None, record: JobRecord) -> None:
+    """``attempt 2 of 5 failed with ValueError('x'); next run at <ISO time>`` for the
+    written ``record`` of a failed attempt that will be retried."""
+    retry = record.retry or {}
+    attempts = int(retry.get("max_retries", 0)) + 1
+    # An immediate retry is enqueued again at once: it is ready from now.
+    next_ms = record.run_after_ms if record.stage == stages.REQUEUED else record.ready_at_ms
+    failure = error.exception_class_path if exception is None else repr(exception)
+    logger.warning(
+        "job %s (task %s, queue %s): attempt %d of %d failed with %s; next run at %s",
+        record.job_id,
+        record.task_path,
+        record.queue_name,
+        record.attempts,
+        attempts,
+        failure,
+        _iso(next_ms),
+        extra=log_extra(record),
+    )
+
+
+def log_extra(record: JobRecord) -> dict[str, Any]:
+    """The fields later_django's log records about a job carry (``extra``)."""
+    return {
+        "job_id": record.job_id,
+        "task_path": record.task_path,
+        "queue_name": record.queue_name,
+        "attempt": record.attempts,
+    }
+
+
+def _iso(epoch_ms: int | None) -> str:
+    if epoch_ms is None:
+        return "now"
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).isoformat(timespec="milliseconds")

@@ -30,9 +30,24 @@ def test_a_non_json_positional_argument_is_refused_naming_its_position(engine_db
     with pytest.raises(TypeError) as raised:
         tasks.add.enqueue(1, Decimal("2.5"))
     message = str(raised.value)
-    assert "args[1]" in message
-    assert "decimal.Decimal" in message
+    assert "args[1] is Decimal('2.5') of type decimal.Decimal" in message
+    assert "not JSON serializable" in message
     assert "JSON-compatible" in message
+    assert row_counts(engine_db) == no_rows()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_nan_and_infinity_are_refused_as_not_json_in_args_and_kwargs(
+    engine_db: str, bad: float
+) -> None:
+    with pytest.raises(TypeError) as raised:
+        tasks.add.enqueue(1, bad)
+    assert f"args[1] is {bad!r}, which is not JSON serializable" in str(raised.value)
+    with pytest.raises(TypeError) as raised:
+        tasks.add.enqueue(a=1, b={"scores": [0.5, bad]})
+    assert f"kwargs['b']['scores'][1] is {bad!r}, which is not JSON serializable" in str(
+        raised.value
+    )
     assert row_counts(engine_db) == no_rows()
 
 

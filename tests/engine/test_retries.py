@@ -10,7 +10,7 @@ from django.tasks import TaskResultStatus
 from django.test import override_settings
 
 from later_django.storage.stores import stores_for
-from tests.engine import tasks
+from tests.engine import failure_tasks, tasks
 from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -92,3 +92,35 @@ def test_a_retry_policy_is_fixed_at_the_first_failure(engine_db: str) -> None:
 
     assert failed.status == TaskResultStatus.FAILED
     assert failed.attempts == 3
+
+
+@pytest.mark.parametrize(
+    ("task", "reason"),
+    [
+        (
+            failure_tasks.return_a_set,
+            "the return value is {1, 2} of type builtins.set, which is not JSON serializable",
+        ),
+        (
+            failure_tasks.return_nan,
+            "the return value['ratio'] is nan, which is not JSON serializable",
+        ),
+    ],
+    ids=["set", "nan"],
+)
+def test_a_return_value_json_cannot_hold_fails_the_job_at_once_without_retries(
+    engine_db: str, tmp_path: Path, task, reason: str
+) -> None:
+    """The task ran to its end: a retry would repeat its side effects for nothing."""
+    runs = tmp_path / "runs"
+    enqueued = task.enqueue(str(runs))
+
+    [failed] = run_until_finished([enqueued.id])
+
+    assert failed.status == TaskResultStatus.FAILED
+    assert tasks.read_lines(runs) == ["ran"]
+    assert failed.attempts == 1
+    [error] = failed.errors
+    assert error.exception_class_path == "builtins.TypeError"
+    assert reason in error.traceback
+    assert stores_for(engine_db).index.job_index_stage_counts(NAMESPACE) == {"failed": 1}

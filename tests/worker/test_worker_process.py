@@ -434,7 +434,7 @@ def test_unknown_task_path_and_undecodable_record_fail_with_a_reason_and_worker_
 
     for job_id, cause in [
         (plain.id, "names a function, not a registered django.tasks.Task"),
-        (missing.id, "cannot be imported"),
+        (missing.id, "could not import task"),
     ]:
         record = record_of(alias, job_id)
         assert record.stage == stages.FAILED
