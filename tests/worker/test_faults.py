@@ -17,12 +17,20 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from django.db import connections, transaction
 from django.tasks import TaskResult
 
 from later_django.api import enqueue_many
+from later_django.conf import later_settings
+from later_django.core import stages
+from later_django.engine.execution import record_lost_attempts, start_batch
+from later_django.storage.stores import stores_for
+from later_django.worker.process import HAND_BACK_SECONDS
 from tests.worker import tasks
 from tests.worker.tasks import read_lines
 from tests.worker.test_worker_process import (
+    IMMEDIATE_RETRIES,
+    NAMESPACE,
     START_SECONDS,
     Workers,
     all_successful,
@@ -30,6 +38,7 @@ from tests.worker.test_worker_process import (
     events,
     fetch,
     finished,
+    record_of,
     session_members,
     wait_for,
     worker_rows,
@@ -226,3 +235,131 @@ def test_a_stop_signal_at_any_line_of_the_main_threads_waits_stops_the_worker(
     assert code == 0, probe.describe()
     cases = int(probe.log().split("ok ")[-1])
     assert cases >= 8, probe.describe()
+
+
+def test_second_sigterm_hands_the_running_job_back_as_lost_and_it_runs_again_at_once(
+    alias: str, workers: Workers, lines: Path
+) -> None:
+    """Two SIGTERMs to a worker running a long job (30 s leases): it exits within a
+    second or two, having recorded the attempt as ``WorkerLost`` itself, so another
+    worker runs the retry at once rather than after the lease lapses."""
+    first = workers.start(alias, "--concurrency", "1", later=IMMEDIATE_RETRIES)
+    job = tasks.sleep_on_first_attempt.enqueue(str(lines), "long", 60)
+    wait_for(lambda: events(lines, "start"), START_SECONDS, "first attempt started", workers)
+    second = workers.start(alias, "--concurrency", "1", later=IMMEDIATE_RETRIES)
+    wait_for(lambda: len(worker_rows(alias)) == 2, START_SECONDS, "two worker rows", workers)
+
+    first.send(signal.SIGTERM)
+    wait_for(lambda: "finishing running jobs" in first.log(), 5, "first signal handled", workers)
+    first.send(signal.SIGTERM)
+    signalled, signalled_at = time.monotonic(), time.time()
+    code = first.wait_exit(5)
+
+    assert code == 1, first.describe()
+    assert time.monotonic() - signalled < 3, first.describe()
+    done = wait_for(lambda: finished(job), 10, "the retry finished", workers)
+    assert done.return_value == 2, workers.logs()
+    assert done.attempts == 2
+    assert f":{first.pid}:" in done.worker_ids[0]
+    assert f":{second.pid}:" in done.worker_ids[1]
+    (lost,) = done.errors
+    assert lost.exception_class_path == "later_django.exceptions.WorkerLost"
+    assert done.worker_ids[0] in lost.traceback and "second signal" in lost.traceback
+    starts = events(lines, "start")
+    assert [(line["attempt"], line["pid"]) for line in starts] == [
+        (1, first.pid),
+        (2, second.pid),
+    ]
+    # Well before the 30 s lease would have lapsed.
+    assert starts[1]["at"] - signalled_at < 5, workers.logs()
+    assert [line["attempt"] for line in events(lines, "end")] == [2]
+    assert "handed back 1 running job(s) as lost (WorkerLost)" in first.log(), first.describe()
+    second.send(signal.SIGTERM)
+    assert second.wait_exit(15) == 0, second.describe()
+    assert delivery_rows(alias) == []
+
+
+def test_a_lost_attempt_is_recorded_once_and_only_while_its_lease_is_held(alias: str) -> None:
+    """The hand-back's fence: a second hand-back of the same attempt, or one by a
+    worker whose execution lease is gone, changes nothing."""
+    stores, settings = stores_for(alias), later_settings()
+    for label in ("kept", "taken"):
+        tasks.record.enqueue("unused", label)
+    messages = stores.queue.claim(NAMESPACE, ["default"], "w1", 30_000, batch_size=2)
+    started = start_batch(
+        messages,
+        stores=stores,
+        namespace=NAMESPACE,
+        worker_id="w1",
+        lease_ms=30_000,
+        settings=settings,
+    )
+    kept, taken = sorted(started, key=lambda job: job.record.args[1] != "kept")
+    # The second job's lease is no longer w1's (as when another worker took it over).
+    stores.executions.lease_release_many(NAMESPACE, "w1", [taken.record.job_id])
+
+    def hand_back() -> list:
+        return record_lost_attempts(
+            started,
+            stores=stores,
+            namespace=NAMESPACE,
+            worker_id="w1",
+            settings=settings,
+            why="w1 stopped",
+        )
+
+    (written,) = hand_back()
+    assert hand_back() == []
+
+    assert written.job_id == kept.record.job_id
+    record = record_of(alias, kept.record.job_id)
+    assert record.stage in (stages.REQUEUED, stages.ENQUEUED)
+    assert [error.exception_class_path for error in record.errors] == [
+        "later_django.exceptions.WorkerLost"
+    ]
+    assert record.errors[0].traceback == "w1 stopped"
+    assert record_of(alias, taken.record.job_id).stage == stages.RUNNING
+    assert stores.executions.lease_get_many(NAMESPACE, [kept.record.job_id]) == {}
+
+
+def test_second_sigterm_exits_within_the_hand_back_bound_when_the_database_does_not_answer(
+    alias: str, workers: Workers, lines: Path
+) -> None:
+    """The running job's execution lease is locked by another transaction (SQLite:
+    the database's write lock; PostgreSQL: the lease row), so the hand-back blocks:
+    the worker exits all the same, with status 1, once HAND_BACK_SECONDS passed,
+    and nothing was written (the lease lapses as before)."""
+    worker = workers.start(
+        alias,
+        "--concurrency",
+        "1",
+        # SQLite: the worker would wait 20 s for the lock, far past the bound.
+        database_options={"timeout": 20} if alias == "default" else None,
+    )
+    job = tasks.sleep_and_record.enqueue(str(lines), "long", 60)
+    wait_for(lambda: events(lines, "start"), START_SECONDS, "long job started", workers)
+    worker.send(signal.SIGTERM)
+    wait_for(lambda: "finishing running jobs" in worker.log(), 5, "first signal handled", workers)
+
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        cursor.execute(
+            "UPDATE later_job_execution SET lease_until = lease_until "
+            "WHERE namespace = %s AND job_id = %s",
+            [NAMESPACE, job.id],
+        )
+        worker.send(signal.SIGTERM)
+        signalled = time.monotonic()
+        code = worker.wait_exit(10)
+        took = time.monotonic() - signalled
+
+    assert code == 1, worker.describe()
+    assert HAND_BACK_SECONDS - 0.5 < took < HAND_BACK_SECONDS + EXIT_MARGIN, worker.describe()
+    assert "hand-back not done in time; exiting" in worker.log(), worker.describe()
+    assert "handed back 1 running job(s)" not in worker.log()
+    assert record_of(alias, job.id).stage == stages.RUNNING
+    (owner,) = fetch(
+        alias,
+        "SELECT owner FROM later_job_execution WHERE namespace = %s AND job_id = %s",
+        [NAMESPACE, job.id],
+    )
+    assert f":{worker.pid}:" in owner[0]

@@ -410,7 +410,8 @@ def test_second_sigterm_during_the_graceful_wait_exits_at_once_with_non_zero(
     assert time.monotonic() - signalled < 3
     assert "second signal: exiting at once" in worker.log()
     assert events(lines, "end") == []
-    assert status_of(job) == TaskResultStatus.RUNNING
+    # Handed back as lost (issue 12): waiting for its retry, no longer running.
+    assert status_of(job) == TaskResultStatus.READY
 
 
 def test_unknown_task_path_and_undecodable_record_fail_with_a_reason_and_worker_goes_on(
@@ -671,3 +672,4 @@ def test_shutdown_timeout_hands_back_a_job_still_running_and_exits_0(
     assert f":{second.pid}:" in done.worker_ids[1]
     assert done.errors[0].exception_class_path == "later_django.exceptions.WorkerLost"
     assert first_owner in done.errors[0].traceback
+
