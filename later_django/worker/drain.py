@@ -62,7 +62,8 @@ def exit_at_once(
     """The second stop signal: one attempt each (no retries; the process watchdog
     exits anyway at HAND_BACK_SECONDS) to write the outcomes already completed,
     hand back unstarted messages and the jobs still running (``WorkerLost`` now,
-    :meth:`HandBack.lost`) and give up the partition leases; then exit 1."""
+    :meth:`HandBack.lost`), give up the partition leases and remove the worker row;
+    then exit 1."""
     logger.warning(
         "second signal: exiting at once, handing back %d running job(s)",
         len(jobs.in_flight) - len(jobs.completed),
@@ -76,6 +77,7 @@ def exit_at_once(
         hand_back.flush()
         hand_back.lost(list(jobs.in_flight.values()))
         loop.heads.release_all()
+        hand_back.leave()
     except DatabaseError:
         logger.warning("could not hand back running jobs; their leases will lapse", exc_info=True)
     process.exit_now(1)

@@ -84,3 +84,8 @@ class HandBack:
             why=f"worker {context.worker_id} was stopped by a second signal while running it",
         )
         logger.warning("handed back %d running job(s) as lost (WorkerLost)", len(records))
+
+    def leave(self) -> None:
+        """Removes this worker's row: the others stop counting it live at once, so
+        its share of the partitions goes to them now, not when its heartbeat ages."""
+        self.context.stores.executions.worker_remove(self.context.namespace, self.context.worker_id)

@@ -8,6 +8,7 @@ no message waits for its lease, replacements come at once, no orphan lives on.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import signal
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 from django.db import connections, transaction
 from django.tasks import TaskResult
+from django.test import override_settings
 
 from later_django.api import enqueue_many
 from later_django.conf import later_settings
@@ -26,6 +28,8 @@ from later_django.core import stages
 from later_django.engine.execution import record_lost_attempts, start_batch
 from later_django.storage.stores import stores_for
 from later_django.worker.process import HAND_BACK_SECONDS
+from tests.partitions import tasks as partition_tasks
+from tests.partitions.conftest import TOPIC, TOPICS
 from tests.worker import tasks
 from tests.worker.tasks import read_lines
 from tests.worker.test_worker_process import (
@@ -363,3 +367,62 @@ def test_second_sigterm_exits_within_the_hand_back_bound_when_the_database_does_
         [NAMESPACE, job.id],
     )
     assert f":{worker.pid}:" in owner[0]
+
+
+def test_second_sigterm_hands_back_a_partition_job_and_its_partition(
+    alias: str, workers: Workers, lines: Path
+) -> None:
+    """A job on a topic partition: the second signal records its attempt lost and
+    gives up the partition leases, so a new worker takes the partition and starts
+    the retry at once, not after the 30 s leases (execution and partition) lapse."""
+    later = {"TOPICS": TOPICS, **IMMEDIATE_RETRIES}
+    first = workers.start(alias, "--concurrency", "1", later=later)
+    wait_for(lambda: partition_owners(alias), START_SECONDS, "partitions held", workers)
+    with override_settings(LATER={"NAMESPACE": NAMESPACE, "DATABASE": alias, "TOPICS": TOPICS}):
+        backend = partition_tasks.slow_record_key.get_backend()
+        new = backend.new_job(partition_tasks.slow_record_key, [str(lines), "k", 0, 60], {})
+        (job,) = backend.write_jobs(
+            [partition_tasks.slow_record_key],
+            [dataclasses.replace(new, topic=TOPIC, partition_key="k")],
+        )
+    wait_for(lambda: events(lines, "start"), START_SECONDS, "the partition job started", workers)
+
+    first.send(signal.SIGTERM)
+    wait_for(lambda: "finishing running jobs" in first.log(), 5, "first signal handled", workers)
+    first.send(signal.SIGTERM)
+    signalled_at = time.time()
+    assert first.wait_exit(5) == 1, first.describe()
+
+    assert time.time() - signalled_at < 3, first.describe()
+    record = record_of(alias, job.id)
+    assert record.stage in (stages.REQUEUED, stages.ENQUEUED), first.describe()
+    assert [error.exception_class_path for error in record.errors] == [
+        "later_django.exceptions.WorkerLost"
+    ]
+    assert partition_owners(alias) == set(), first.describe()
+    # Its row is gone too, so the next worker counts no one else live and takes it all.
+    assert worker_rows(alias) == []
+    second = workers.start(alias, "--concurrency", "1", later=later)
+    starts = wait_for(
+        lambda: len(events(lines, "start")) == 2 and events(lines, "start"),
+        START_SECONDS,
+        "the retry started on the next worker",
+        workers,
+    )
+    assert [line["pid"] for line in starts] == [first.pid, second.pid]
+    assert starts[1]["at"] - signalled_at < 15, workers.logs()
+    second.send(signal.SIGTERM)
+    wait_for(lambda: "finishing running jobs" in second.log(), 5, "second worker stopping", workers)
+    second.send(signal.SIGTERM)
+    assert second.wait_exit(5) == 1, second.describe()
+
+
+def partition_owners(alias: str) -> set[str]:
+    """The workers holding a live lease on a partition of the test topic."""
+    rows = fetch(
+        alias,
+        "SELECT DISTINCT owner FROM later_partition_lease WHERE namespace = %s AND topic = %s "
+        "AND owner IS NOT NULL AND lease_until > %s",
+        [NAMESPACE, TOPIC, int(time.time() * 1000)],
+    )
+    return {owner for (owner,) in rows}
