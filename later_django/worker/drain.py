@@ -8,8 +8,8 @@ and their leases lapsed (:meth:`~later_django.worker.handback.HandBack.still_run
 No job starts: the finish starts no next heads once stopping.
 
 A second stop signal ends the drain at its next turn (:func:`exit_at_once`): the
-main thread is then between two statements, so the hand-back runs on its own
-connection with nothing of its own half-written.
+main thread is then between two of its own statements, so the hand-back, on the
+main thread's connection, interrupts nothing half-written.
 """
 
 from __future__ import annotations
