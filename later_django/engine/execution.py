@@ -463,6 +463,46 @@ def _fence_then_finish(
     return records, started
 
 
+def record_lost_attempts(
+    started: Sequence[StartedJob],
+    *,
+    stores: Stores,
+    namespace: str,
+    worker_id: str,
+    settings: LaterSettings,
+    why: str,
+) -> list[JobRecord]:
+    """Fails now, as ``WorkerLost``, the attempts of ``started`` whose execution lease
+    ``worker_id`` still holds, instead of leaving them to the lease's lapse.
+
+    The error is the one a worker claiming them after the lapse records
+    (:func:`_worker_lost`, ``why`` its text), written by the finish path: message
+    acknowledged, lease released, a retry or the failure by the retry policy,
+    continuations of a failed job moved, partition jobs only under their fence. One
+    transaction, opened by renewing the execution leases: that statement is the
+    fence (row locks on PostgreSQL, the write lock on SQLite), and an attempt whose
+    lease this worker no longer holds (handed back already, or taken over) is left
+    alone, so a second call changes nothing. Returns the records written; call
+    outside a transaction.
+    """
+    if not started:
+        return []
+    worker = _Worker(stores, namespace, worker_id, 0, settings)
+    now = now_ms()
+    job_ids = [job.record.job_id for job in started]
+    with transaction.atomic(using=stores.using, savepoint=False):
+        held = set(stores.executions.lease_renew(namespace, worker_id, job_ids, now))
+        outcomes = [
+            Outcome(job, error=_worker_lost(job.record, now, why))
+            for job in started
+            if job.record.job_id in held
+        ]
+        if not outcomes:
+            return []
+        records, _ = _fence_then_finish(outcomes, worker, slots=0)
+    return [record for record in records if record.stage != stages.RUNNING]
+
+
 def _write_outcomes(
     writes: JobWrites,
     outcomes: Sequence[Outcome],

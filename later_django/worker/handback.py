@@ -5,8 +5,11 @@ made ready again at once or, when the database does not answer, as soon as it
 does (:meth:`HandBack.flush`, called by every loop), well before their leases
 would lapse; and, at the shutdown timeout, the messages of jobs still running
 (:meth:`HandBack.still_running`), whose execution leases are lapsed at the same
-time so the next worker records the interrupted attempt. Only messages this
-worker still leases change; if the process dies first they wait for the lease.
+time so the next worker records the interrupted attempt; and, at a second stop
+signal, the jobs still running (:meth:`HandBack.lost`), whose attempts are
+recorded lost (``WorkerLost``) at once, so the retry policy runs them again
+without waiting for their leases. Only messages and leases this worker still
+holds change; if the process dies first they wait for the lease.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Sequence
 from django.db import Error as DatabaseError
 
 from later_django.core.clock import now_ms
+from later_django.engine.execution import StartedJob, record_lost_attempts
 from later_django.worker.options import WorkerContext
 
 logger = logging.getLogger("later_django.worker")
@@ -65,3 +69,23 @@ class HandBack:
             )
         except DatabaseError:
             logger.warning("could not hand back; their leases will lapse", exc_info=True)
+
+    def lost(self, started: Sequence[StartedJob]) -> None:
+        """At a second stop signal: the attempts of ``started`` fail now as
+        ``WorkerLost`` (retried or failed by the retry policy), one transaction, one
+        attempt; raises the database error (the leases then lapse by themselves)."""
+        context = self.context
+        records = record_lost_attempts(
+            started,
+            stores=context.stores,
+            namespace=context.namespace,
+            worker_id=context.worker_id,
+            settings=context.settings,
+            why=f"worker {context.worker_id} was stopped by a second signal while running it",
+        )
+        logger.warning("handed back %d running job(s) as lost (WorkerLost)", len(records))
+
+    def leave(self) -> None:
+        """Removes this worker's row: the others stop counting it live at once, so
+        its share of the partitions goes to them now, not when its heartbeat ages."""
+        self.context.stores.executions.worker_remove(self.context.namespace, self.context.worker_id)

@@ -1,12 +1,16 @@
 """The worker process's life: stop signals, a vanished supervisor, database back-off.
 
 The first SIGTERM/SIGINT rings ``stopping`` (the loop stops claiming, running
-jobs may finish within the shutdown timeout); the second exits at once with
-status 1. A supervised child whose supervisor is gone (its parent pid changed)
-stops the same way, with at most ORPHAN_SHUTDOWN_SECONDS of grace. A database
-error is logged, the connection closed, and the action retried after a
-jittered exponential back-off (0.1 s doubling to 5 s) that a stop signal cuts
-short.
+jobs may finish within the shutdown timeout). The second rings ``exiting``: the
+main thread, at its next safe place (the drain's turn), makes one attempt to hand
+the running jobs back (``WorkerLost`` now, see ``worker.drain.exit_at_once``) and
+exits with status 1; a watchdog thread exits with status 1 anyway once
+HAND_BACK_SECONDS have passed since that signal (a database that does not answer,
+a main thread stuck in a statement). A third signal exits at once. A supervised
+child whose supervisor is gone (its parent pid changed) stops as at a first
+signal, with at most ORPHAN_SHUTDOWN_SECONDS of grace. A database error is
+logged, the connection closed, and the action retried after a jittered
+exponential back-off (0.1 s doubling to 5 s) that a stop signal cuts short.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ import logging
 import os
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 from django.db import Error as DatabaseError
 from django.db import connections
@@ -32,6 +38,9 @@ logger = logging.getLogger("later_django.worker")
 #: How long an orphaned child (its supervisor died) lets running jobs finish
 #: before it hands them back and exits (capped by ``--shutdown-timeout``).
 ORPHAN_SHUTDOWN_SECONDS = 5.0
+#: How long after a second stop signal the process exits at the latest, whether
+#: or not the hand-back of its running jobs got through.
+HAND_BACK_SECONDS = 2.0
 
 
 @dataclass
@@ -54,9 +63,10 @@ class ProcessControl:
     """The process's bells and stop state; what every actor asks before going on.
 
     ``wake`` is rung by whatever may bring work (a job's end, a notification, a
-    signal); ``stopping`` by the first stop signal. Both are :class:`Bell`, not
-    ``threading.Event``: the signal handler rings them (see ``worker.bell``).
-    ``stop_threads`` ends the helper threads (heartbeat, listener) at exit.
+    signal); ``stopping`` by the first stop signal, ``exiting`` by the second. They
+    are :class:`Bell`, not ``threading.Event``: the signal handler rings them (see
+    ``worker.bell``). ``stop_threads`` ends the helper threads (heartbeat,
+    listener) at exit.
     """
 
     def __init__(self, options: WorkerOptions, using: str) -> None:
@@ -64,31 +74,51 @@ class ProcessControl:
         self.using = using
         self.wake = Bell()
         self.stopping = Bell()
+        self.exiting = Bell()
         self.stop_threads = threading.Event()
         self.signals_seen = 0
         self.stop_signal: int | None = None
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT stop the worker; unblocks them (a supervised child starts
-        with them blocked, so one that came during its start-up is handled now)."""
+        with them blocked, so one that came during its start-up is handled now).
+        Starts the exit watchdog first: a handler must not start a thread."""
+        watchdog = threading.Thread(target=self._exit_watchdog, name="later-exit", daemon=True)
+        watchdog.start()
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
 
     def _on_signal(self, signum: int, frame: object) -> None:
-        """Takes no lock (it may interrupt this very thread inside one): counts,
-        rings the bells, and on a second signal exits. The loop logs the stop."""
+        """Takes no lock and touches no database (it may interrupt this very thread
+        inside either): counts and rings the bells; a third signal exits at once.
+        The main thread logs the stop and does the second signal's hand-back."""
         self.signals_seen += 1
-        if self.signals_seen > 1:
-            try:
-                # Logging here may find this thread inside a write (RuntimeError):
-                # the exit must happen all the same.
-                logger.warning("second signal: exiting at once")
-            finally:
-                os._exit(1)
-        self.stop_signal = signum
+        if self.signals_seen > 2:
+            os._exit(1)
+        if self.signals_seen == 2:
+            self.exiting.ring()
+        else:
+            self.stop_signal = signum
         self.stopping.ring()
         self.wake.ring()
+
+    def _exit_watchdog(self) -> None:
+        """On its own thread: once ``exiting`` rings, exits with status 1 after
+        HAND_BACK_SECONDS unless the main thread has exited first."""
+        self.exiting.wait()
+        time.sleep(HAND_BACK_SECONDS)
+        # Not through logging: the main thread may hold a handler's lock for good.
+        with contextlib.suppress(OSError):
+            os.write(2, b"later_django.worker: hand-back not done in time; exiting\n")
+        os._exit(1)
+
+    def exit_now(self, code: int) -> NoReturn:
+        """Ends the process with ``code`` without waiting for job threads."""
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
 
     def orphaned(self) -> bool:
         parent = self.options.parent_pid
@@ -123,6 +153,8 @@ class ProcessControl:
                 action()
                 return
             except DatabaseError as error:
+                if self.exiting.is_set():
+                    raise
                 self.database_trouble(error, backoff)
                 if self.stopping.is_set() and backoff.failures > 3:
                     raise
@@ -134,8 +166,9 @@ class ProcessControl:
         logger.warning("database error (%s); retrying in %.2fs", error, delay)
         with contextlib.suppress(Exception):
             connections[self.using].close()
-        # Once stopping, the bell is rung and would not wait: sleep instead.
+        # Once stopping, that bell is rung and would not wait: the second signal's
+        # bell cuts the wait short instead.
         if self.stopping.is_set():
-            time.sleep(delay)
+            self.exiting.wait(delay)
         else:
             self.stopping.wait(delay)

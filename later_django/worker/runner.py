@@ -16,7 +16,9 @@ Faults: a job's exception is its own failure; a database error (server
 restarted, SQLite busy past its timeout) is logged and retried with back-off,
 keeping what completed until it can be written; the first SIGTERM/SIGINT stops
 claiming and lets running jobs finish (up to the shutdown timeout, after which
-their messages and leases are handed back), the second exits at once.
+their messages and leases are handed back), the second exits at once, handing
+the running jobs back as lost (``WorkerLost``) so they are retried without
+waiting for their leases (:func:`~later_django.worker.drain.exit_at_once`).
 """
 
 from __future__ import annotations
@@ -120,7 +122,8 @@ class Worker:
         finally:
             self._exit(heartbeat, listener)
         logger.info("worker %s stopped after %d jobs", context.worker_id, self.jobs.finished_total)
-        return 0
+        # A second signal that came after the drain: the exit it asked for, status 1.
+        return 1 if process.exiting.is_set() else 0
 
     def _heartbeat(self) -> Heartbeat:
         context = self.context

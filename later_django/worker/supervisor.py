@@ -9,12 +9,14 @@ Children that exit on their own are reaped the moment they exit (SIGCHLD rings
 the supervisor's bell; every exited child is collected at each wake-up) and
 replaced at once; only a slot whose children keep crashing (non-zero exit
 within STABLE_SECONDS of starting, twice or more in a row) waits before its
-next start, 1 s doubling to 30 s. With ``--burst`` a child that exits 0 is done
-and not replaced. A child learns that its supervisor died (SIGKILL of the
-supervisor or of its process group) from ``PR_SET_PDEATHSIG`` on Linux and
-from ``os.getppid()`` in its loop everywhere, and then stops within a few
-seconds, handing back what it still runs. The supervisor exits 0 when every
-child exited 0 after a stop (or, with ``--burst``, once all are done).
+next start, 1 s doubling to 30 s. With ``--burst`` no child is replaced: one that
+exits 0 has drained, one that fails (non-zero, or killed) is logged and makes the
+supervisor's exit status 1 once the others are done. A child learns that its
+supervisor died (SIGKILL of the supervisor or of its process group) from
+``PR_SET_PDEATHSIG`` on Linux and from ``os.getppid()`` in its loop everywhere,
+and then stops within a few seconds, handing back what it still runs. The
+supervisor exits 0 when every child exited 0 after a stop (or, with ``--burst``,
+once all are done; 1 if any failed).
 """
 
 from __future__ import annotations
@@ -104,8 +106,8 @@ class _Slot:
     done: bool = False
 
     def ended(self, code: int, now: float, burst: bool) -> None:
-        """Records a child's exit and schedules (or not) the next start."""
-        if code == 0 and burst:
+        """Records a child's exit and schedules the next start (none with ``burst``)."""
+        if burst:
             self.done = True
             return
         crashed_early = code != 0 and now - self.started_at < STABLE_SECONDS
@@ -166,6 +168,16 @@ class _Supervisor:
             slot.ended(code, time.monotonic(), self.burst)
             if not slot.done:
                 logger.warning("worker process %d exited with %d; starting another", pid, code)
+            elif code != 0:
+                # A burst is one pass over the work: a restarted child could fail the
+                # same way for ever; the caller learns of it from the exit status.
+                self.exit_code = 1
+                logger.error(
+                    "worker process %d exited with %d during --burst; not replaced, "
+                    "the supervisor will exit 1",
+                    pid,
+                    code,
+                )
 
     def restart_due(self) -> float | None:
         """Starts the children whose restart is due; seconds until the next one."""
@@ -202,5 +214,6 @@ class _Supervisor:
 
 def supervise(processes: int, run_child: Callable[[int], int], *, burst: bool = False) -> int:
     """Keeps ``processes`` children running ``run_child(supervisor_pid)`` until a
-    signal stops them (or, with ``burst``, until each has exited 0); the exit code."""
+    signal stops them (or, with ``burst``, until each has exited); the exit code:
+    0, or 1 when a child failed after a stop or during a burst."""
     return _Supervisor(processes, run_child, burst).run()

@@ -8,6 +8,7 @@ no message waits for its lease, replacements come at once, no orphan lives on.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import signal
@@ -17,12 +18,23 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from django.db import connections, transaction
 from django.tasks import TaskResult
+from django.test import override_settings
 
 from later_django.api import enqueue_many
+from later_django.conf import later_settings
+from later_django.core import stages
+from later_django.engine.execution import record_lost_attempts, start_batch
+from later_django.storage.stores import stores_for
+from later_django.worker.process import HAND_BACK_SECONDS
+from tests.partitions import tasks as partition_tasks
+from tests.partitions.conftest import TOPIC, TOPICS
 from tests.worker import tasks
 from tests.worker.tasks import read_lines
 from tests.worker.test_worker_process import (
+    IMMEDIATE_RETRIES,
+    NAMESPACE,
     START_SECONDS,
     Workers,
     all_successful,
@@ -30,6 +42,7 @@ from tests.worker.test_worker_process import (
     events,
     fetch,
     finished,
+    record_of,
     session_members,
     wait_for,
     worker_rows,
@@ -226,3 +239,190 @@ def test_a_stop_signal_at_any_line_of_the_main_threads_waits_stops_the_worker(
     assert code == 0, probe.describe()
     cases = int(probe.log().split("ok ")[-1])
     assert cases >= 8, probe.describe()
+
+
+def test_second_sigterm_hands_the_running_job_back_as_lost_and_it_runs_again_at_once(
+    alias: str, workers: Workers, lines: Path
+) -> None:
+    """Two SIGTERMs to a worker running a long job (30 s leases): it exits within a
+    second or two, having recorded the attempt as ``WorkerLost`` itself, so another
+    worker runs the retry at once rather than after the lease lapses."""
+    first = workers.start(alias, "--concurrency", "1", later=IMMEDIATE_RETRIES)
+    job = tasks.sleep_on_first_attempt.enqueue(str(lines), "long", 60)
+    wait_for(lambda: events(lines, "start"), START_SECONDS, "first attempt started", workers)
+    second = workers.start(alias, "--concurrency", "1", later=IMMEDIATE_RETRIES)
+    wait_for(lambda: len(worker_rows(alias)) == 2, START_SECONDS, "two worker rows", workers)
+
+    first.send(signal.SIGTERM)
+    wait_for(lambda: "finishing running jobs" in first.log(), 5, "first signal handled", workers)
+    first.send(signal.SIGTERM)
+    signalled, signalled_at = time.monotonic(), time.time()
+    code = first.wait_exit(5)
+
+    assert code == 1, first.describe()
+    assert time.monotonic() - signalled < 3, first.describe()
+    done = wait_for(lambda: finished(job), 10, "the retry finished", workers)
+    assert done.return_value == 2, workers.logs()
+    assert done.attempts == 2
+    assert f":{first.pid}:" in done.worker_ids[0]
+    assert f":{second.pid}:" in done.worker_ids[1]
+    (lost,) = done.errors
+    assert lost.exception_class_path == "later_django.exceptions.WorkerLost"
+    assert done.worker_ids[0] in lost.traceback and "second signal" in lost.traceback
+    starts = events(lines, "start")
+    assert [(line["attempt"], line["pid"]) for line in starts] == [
+        (1, first.pid),
+        (2, second.pid),
+    ]
+    # Well before the 30 s lease would have lapsed.
+    assert starts[1]["at"] - signalled_at < 5, workers.logs()
+    assert [line["attempt"] for line in events(lines, "end")] == [2]
+    assert "handed back 1 running job(s) as lost (WorkerLost)" in first.log(), first.describe()
+    second.send(signal.SIGTERM)
+    assert second.wait_exit(15) == 0, second.describe()
+    assert delivery_rows(alias) == []
+
+
+def test_a_lost_attempt_is_recorded_once_and_only_while_its_lease_is_held(alias: str) -> None:
+    """The hand-back's fence: a second hand-back of the same attempt, or one by a
+    worker whose execution lease is gone, changes nothing."""
+    stores, settings = stores_for(alias), later_settings()
+    for label in ("kept", "taken"):
+        tasks.record.enqueue("unused", label)
+    messages = stores.queue.claim(NAMESPACE, ["default"], "w1", 30_000, batch_size=2)
+    started = start_batch(
+        messages,
+        stores=stores,
+        namespace=NAMESPACE,
+        worker_id="w1",
+        lease_ms=30_000,
+        settings=settings,
+    )
+    kept, taken = sorted(started, key=lambda job: job.record.args[1] != "kept")
+    # The second job's lease is no longer w1's (as when another worker took it over).
+    stores.executions.lease_release_many(NAMESPACE, "w1", [taken.record.job_id])
+
+    def hand_back() -> list:
+        return record_lost_attempts(
+            started,
+            stores=stores,
+            namespace=NAMESPACE,
+            worker_id="w1",
+            settings=settings,
+            why="w1 stopped",
+        )
+
+    (written,) = hand_back()
+    assert hand_back() == []
+
+    assert written.job_id == kept.record.job_id
+    record = record_of(alias, kept.record.job_id)
+    assert record.stage in (stages.REQUEUED, stages.ENQUEUED)
+    assert [error.exception_class_path for error in record.errors] == [
+        "later_django.exceptions.WorkerLost"
+    ]
+    assert record.errors[0].traceback == "w1 stopped"
+    assert record_of(alias, taken.record.job_id).stage == stages.RUNNING
+    assert stores.executions.lease_get_many(NAMESPACE, [kept.record.job_id]) == {}
+
+
+def test_second_sigterm_exits_within_the_hand_back_bound_when_the_database_does_not_answer(
+    alias: str, workers: Workers, lines: Path
+) -> None:
+    """The running job's execution lease is locked by another transaction (SQLite:
+    the database's write lock; PostgreSQL: the lease row), so the hand-back blocks:
+    the worker exits all the same, with status 1, once HAND_BACK_SECONDS passed,
+    and nothing was written (the lease lapses as before)."""
+    worker = workers.start(
+        alias,
+        "--concurrency",
+        "1",
+        # SQLite: the worker would wait 20 s for the lock, far past the bound.
+        database_options={"timeout": 20} if alias == "default" else None,
+    )
+    job = tasks.sleep_and_record.enqueue(str(lines), "long", 60)
+    wait_for(lambda: events(lines, "start"), START_SECONDS, "long job started", workers)
+    worker.send(signal.SIGTERM)
+    wait_for(lambda: "finishing running jobs" in worker.log(), 5, "first signal handled", workers)
+
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        cursor.execute(
+            "UPDATE later_job_execution SET lease_until = lease_until "
+            "WHERE namespace = %s AND job_id = %s",
+            [NAMESPACE, job.id],
+        )
+        worker.send(signal.SIGTERM)
+        signalled = time.monotonic()
+        code = worker.wait_exit(10)
+        took = time.monotonic() - signalled
+
+    assert code == 1, worker.describe()
+    assert HAND_BACK_SECONDS - 0.5 < took < HAND_BACK_SECONDS + EXIT_MARGIN, worker.describe()
+    assert "hand-back not done in time; exiting" in worker.log(), worker.describe()
+    assert "handed back 1 running job(s)" not in worker.log()
+    assert record_of(alias, job.id).stage == stages.RUNNING
+    (owner,) = fetch(
+        alias,
+        "SELECT owner FROM later_job_execution WHERE namespace = %s AND job_id = %s",
+        [NAMESPACE, job.id],
+    )
+    assert f":{worker.pid}:" in owner[0]
+
+
+def test_second_sigterm_hands_back_a_partition_job_and_its_partition(
+    alias: str, workers: Workers, lines: Path
+) -> None:
+    """A job on a topic partition: the second signal records its attempt lost and
+    gives up the partition leases, so a new worker takes the partition and starts
+    the retry at once, not after the 30 s leases (execution and partition) lapse."""
+    later = {"TOPICS": TOPICS, **IMMEDIATE_RETRIES}
+    first = workers.start(alias, "--concurrency", "1", later=later)
+    wait_for(lambda: partition_owners(alias), START_SECONDS, "partitions held", workers)
+    with override_settings(LATER={"NAMESPACE": NAMESPACE, "DATABASE": alias, "TOPICS": TOPICS}):
+        backend = partition_tasks.slow_record_key.get_backend()
+        new = backend.new_job(partition_tasks.slow_record_key, [str(lines), "k", 0, 60], {})
+        (job,) = backend.write_jobs(
+            [partition_tasks.slow_record_key],
+            [dataclasses.replace(new, topic=TOPIC, partition_key="k")],
+        )
+    wait_for(lambda: events(lines, "start"), START_SECONDS, "the partition job started", workers)
+
+    first.send(signal.SIGTERM)
+    wait_for(lambda: "finishing running jobs" in first.log(), 5, "first signal handled", workers)
+    first.send(signal.SIGTERM)
+    signalled_at = time.time()
+    assert first.wait_exit(5) == 1, first.describe()
+
+    assert time.time() - signalled_at < 3, first.describe()
+    record = record_of(alias, job.id)
+    assert record.stage in (stages.REQUEUED, stages.ENQUEUED), first.describe()
+    assert [error.exception_class_path for error in record.errors] == [
+        "later_django.exceptions.WorkerLost"
+    ]
+    assert partition_owners(alias) == set(), first.describe()
+    # Its row is gone too, so the next worker counts no one else live and takes it all.
+    assert worker_rows(alias) == []
+    second = workers.start(alias, "--concurrency", "1", later=later)
+    starts = wait_for(
+        lambda: len(events(lines, "start")) == 2 and events(lines, "start"),
+        START_SECONDS,
+        "the retry started on the next worker",
+        workers,
+    )
+    assert [line["pid"] for line in starts] == [first.pid, second.pid]
+    assert starts[1]["at"] - signalled_at < 15, workers.logs()
+    second.send(signal.SIGTERM)
+    wait_for(lambda: "finishing running jobs" in second.log(), 5, "second worker stopping", workers)
+    second.send(signal.SIGTERM)
+    assert second.wait_exit(5) == 1, second.describe()
+
+
+def partition_owners(alias: str) -> set[str]:
+    """The workers holding a live lease on a partition of the test topic."""
+    rows = fetch(
+        alias,
+        "SELECT DISTINCT owner FROM later_partition_lease WHERE namespace = %s AND topic = %s "
+        "AND owner IS NOT NULL AND lease_until > %s",
+        [NAMESPACE, TOPIC, int(time.time() * 1000)],
+    )
+    return {owner for (owner,) in rows}

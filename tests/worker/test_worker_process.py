@@ -410,7 +410,8 @@ def test_second_sigterm_during_the_graceful_wait_exits_at_once_with_non_zero(
     assert time.monotonic() - signalled < 3
     assert "second signal: exiting at once" in worker.log()
     assert events(lines, "end") == []
-    assert status_of(job) == TaskResultStatus.RUNNING
+    # Handed back as lost (issue 12): waiting for its retry, no longer running.
+    assert status_of(job) == TaskResultStatus.READY
 
 
 def test_unknown_task_path_and_undecodable_record_fail_with_a_reason_and_worker_goes_on(
@@ -671,3 +672,53 @@ def test_shutdown_timeout_hands_back_a_job_still_running_and_exits_0(
     assert f":{second.pid}:" in done.worker_ids[1]
     assert done.errors[0].exception_class_path == "later_django.exceptions.WorkerLost"
     assert first_owner in done.errors[0].traceback
+
+
+def test_burst_with_processes_2_exits_0_once_both_children_drained_and_runs_each_job_once(
+    alias: str, workers: Workers, lines: Path
+) -> None:
+    """``--burst --processes 2``: each child exits 0 after its burst and is not
+    replaced; the supervisor then exits 0 (it used to restart them for ever)."""
+    jobs = enqueue_many(tasks.record, [((str(lines), n), {}) for n in range(40)])
+
+    supervisor = workers.start(alias, "--burst", "--processes", "2", "--concurrency", "2")
+    assert supervisor.wait_exit(START_SECONDS) == 0, supervisor.describe()
+
+    assert all_successful(jobs), workers.logs()
+    runs = Counter(line["label"] for line in read_lines(lines))
+    assert sorted(runs) == list(range(40))
+    assert [label for label, count in runs.items() if count > 1] == []
+    assert "starting another" not in supervisor.log(), supervisor.describe()
+    assert supervisor.log().count("stopped after") == 2, supervisor.describe()
+    assert session_members(supervisor.pid) == []
+    assert delivery_rows(alias) == []
+    assert worker_rows(alias) == []
+
+
+def test_burst_with_processes_2_does_not_replace_a_failed_child_and_exits_1(
+    alias: str, workers: Workers, lines: Path
+) -> None:
+    """A child killed during ``--burst`` is not replaced (a burst is one pass; a
+    restarted child could fail for ever): the other child drains, and the supervisor
+    then exits 1 so the caller learns of the failure."""
+    sleeper = tasks.sleep_and_record.enqueue(str(lines), "sleeper", 60)
+    quick = enqueue_many(tasks.record, [((str(lines), n), {}) for n in range(20)])
+
+    supervisor = workers.start(alias, "--burst", "--processes", "2", "--concurrency", "1")
+    wait_for(lambda: events(lines, "start"), START_SECONDS, "the sleeper started", workers)
+    (busy,) = {line["pid"] for line in events(lines, "start")}
+    os.kill(busy, signal.SIGKILL)
+    killed_at = time.monotonic()
+
+    assert supervisor.wait_exit(START_SECONDS) == 1, supervisor.describe()
+    assert time.monotonic() - killed_at < 5, supervisor.describe()
+    log = supervisor.log()
+    assert f"worker process {busy} exited with -9 during --burst; not replaced" in log, log
+    assert "starting another" not in log
+    assert session_members(supervisor.pid) == []
+    assert all_successful(quick), workers.logs()
+    runs = Counter(line["label"] for line in events(lines, "run"))
+    assert sorted(runs) == list(range(20))
+    assert [label for label, count in runs.items() if count > 1] == []
+    # The killed child's job waits for its lease, for the next run.
+    assert status_of(sleeper) == TaskResultStatus.RUNNING
