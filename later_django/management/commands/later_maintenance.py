@@ -25,7 +25,10 @@ from django.utils.crypto import get_random_string
 
 from later_django.conf import later_settings
 from later_django.maintenance import PassRunner, registered_passes
-from later_django.management.commands.later_worker import _log_to_stderr_unless_configured
+from later_django.management.commands.later_worker import (
+    _log_to_stderr_unless_configured,
+    later_django_version,
+)
 from later_django.worker.bell import Bell
 
 logger = logging.getLogger("later_django.maintenance")
@@ -44,14 +47,22 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--once", action="store_true", help="run each due pass once, then exit")
+        parser.add_argument(
+            "--once",
+            action="store_true",
+            help="run each pass that is due once, print what each did, then exit "
+            "(default: loop until SIGTERM/SIGINT)",
+        )
         parser.add_argument(
             "--pass",
             action="append",
             dest="passes",
             metavar="NAME",
-            help="run only this pass (repeatable)",
+            help="run only this pass (repeatable; default: every registered pass)",
         )
+
+    def get_version(self) -> str:
+        return later_django_version()
 
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_stderr_unless_configured()

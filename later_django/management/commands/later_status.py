@@ -15,6 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from later_django.management.commands.later_worker import later_django_version
 from later_django.overview import LIVE_WORKER_MS, Overview, TopicFigure, read_overview
 
 DEFAULT_MAX_AGE_SECONDS = 300.0
@@ -173,6 +174,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--database", help="Database alias (default: LATER['DATABASE']).")
         parser.add_argument("--namespace", help="Namespace (default: LATER['NAMESPACE']).")
+
+    def get_version(self) -> str:
+        return later_django_version()
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["max_age"] < 0:
