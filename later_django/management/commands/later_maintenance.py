@@ -28,6 +28,7 @@ from later_django.maintenance import PassRunner, registered_passes
 from later_django.management.commands.later_worker import (
     _log_to_stderr_unless_configured,
     later_django_version,
+    refuse_missing_tables,
 )
 from later_django.worker.bell import Bell
 
@@ -67,6 +68,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_stderr_unless_configured()
         settings = later_settings()
+        refuse_missing_tables(settings.database)
         names = options["passes"]
         if names:
             known = [p.name for p in registered_passes(settings)]

@@ -17,10 +17,14 @@ from typing import Any
 
 import django
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 from django.tasks import task_backends
 
 from later_django import __version__
 from later_django.backend import LaterBackend
+from later_django.conf import later_settings
+from later_django.exceptions import TablesMissing
+from later_django.storage.tables import missing_tables
 from later_django.worker.runner import Worker, WorkerOptions
 from later_django.worker.supervisor import supervise
 
@@ -52,6 +56,18 @@ def _log_to_stderr_unless_configured() -> None:
     )
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+
+
+def refuse_missing_tables(using: str) -> None:
+    """At a command's start: ``CommandError`` ("run manage.py migrate") when
+    later_django's tables are absent from ``using``, instead of retrying "no such
+    table" forever. A database that does not answer is left to the retries."""
+    try:
+        missing = missing_tables(using)
+    except DatabaseError:
+        return
+    if missing:
+        raise CommandError(str(TablesMissing(using, missing)))
 
 
 def _positive(kind: type) -> Any:
@@ -122,6 +138,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_stderr_unless_configured()
+        refuse_missing_tables(later_settings().database)
         known = default_queues()
         queues = options["queues"] or known
         if not queues:
