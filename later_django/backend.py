@@ -40,6 +40,7 @@ from later_django.engine.registry import resolve_task
 from later_django.engine.results import task_result
 from later_django.exceptions import RecordDecodeError, UnregisteredTaskError
 from later_django.storage.stores import stores_for
+from later_django.storage.tables import naming_missing_tables
 from later_django.tasks import LaterTask
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -98,11 +99,13 @@ class LaterBackend(BaseTaskBackend):
         )
 
     def write_jobs(self, tasks: Sequence[Task], jobs: Sequence[NewJob]) -> list[TaskResult]:
-        """Writes ``jobs`` in one transaction; sends ``task_enqueued`` for each on commit."""
+        """Writes ``jobs`` in one transaction; sends ``task_enqueued`` for each on commit.
+        Raises ``TablesMissing`` when later_django's migrations were not applied."""
         settings = later_settings()
-        records = enqueue_jobs(
-            jobs, stores=stores_for(settings.database), namespace=settings.namespace
-        )
+        with naming_missing_tables(settings.database):
+            records = enqueue_jobs(
+                jobs, stores=stores_for(settings.database), namespace=settings.namespace
+            )
         results = [task_result(record, task) for record, task in zip(records, tasks, strict=True)]
 
         def announce() -> None:

@@ -8,11 +8,14 @@ them too while conf itself never imports the engine.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core import checks
 
+from later_django.compat import SHIM_NAME, itercompat
 from later_django.conf import add_setting_rule, setting_problems
 from later_django.engine.recurring import recurring_problems
 
@@ -35,7 +38,9 @@ def check_later_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
     return [checks.Error(message, id=check_id) for check_id, message in setting_problems(raw)]
 
 
-@checks.register(checks.Tags.database)
+# Not tagged ``database``: Django runs those only with ``check --database``, and this
+# one reads the settings alone.
+@checks.register()
 def check_sqlite_options(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Warns when a SQLite database used by later_django is not set up for concurrent writers.
 
@@ -61,3 +66,38 @@ def check_sqlite_options(app_configs: Any = None, **kwargs: Any) -> list[checks.
                 )
             )
     return messages
+
+
+@checks.register()
+def check_admin_tools_order(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """E012 (W002 where Django still ships ``django.utils.itercompat``): an
+    ``admin_tools`` app listed before ``later_django`` in ``INSTALLED_APPS``.
+
+    ``admin_tools.dashboard`` imports ``django.utils.itercompat`` (removed in
+    Django 6.0) while Django loads the apps in order; the shim later_django installs
+    is only there when ``later_django`` comes first. In a fresh process that order
+    fails before any check runs; this check catches it wherever the process got
+    through (the shim installed earlier, or a Django that still has the module).
+    """
+    names = [config.name for config in apps.get_app_configs()]
+    if "later_django" not in names:
+        return []
+    before = [name for name in names[: names.index("later_django")] if _is_admin_tools(name)]
+    if not before:
+        return []
+    shimmed = sys.modules.get(SHIM_NAME) is itercompat
+    kind, check_id = (checks.Error, "E012") if shimmed else (checks.Warning, "W002")
+    return [
+        kind(
+            f"INSTALLED_APPS lists {', '.join(map(repr, before))} before 'later_django'; "
+            f"list 'later_django' first: admin_tools.dashboard imports {SHIM_NAME} "
+            "(removed in Django 6.0), which later_django provides only when Django loads "
+            "it before the admin_tools apps.",
+            hint="Move 'later_django' above the admin_tools apps in INSTALLED_APPS.",
+            id=f"later_django.{check_id}",
+        )
+    ]
+
+
+def _is_admin_tools(app_name: str) -> bool:
+    return app_name == "admin_tools" or app_name.startswith("admin_tools.")

@@ -9,6 +9,7 @@ that needs a valid value calls :func:`later_settings` and gets
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,18 @@ DEFAULT_RETENTION_SECONDS = {"success": 86_400, "failed": 7 * 86_400}
 #: ``__later`` are reserved for later_django's own topics.
 TOPIC_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 MAX_TOPIC_PARTITIONS = 4096
+#: Every top-level key of ``LATER`` (``RECURRING`` is checked by the engine's rule).
+KNOWN_KEYS = (
+    "NAMESPACE",
+    "DATABASE",
+    "RETENTION",
+    "VACUUM_INTERVAL",
+    "RETRY",
+    "WORKER_SYNCHRONOUS_COMMIT",
+    "TOPICS",
+    "MAINTENANCE_MODULES",
+    "RECURRING",
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,24 @@ def topic_problems(raw_topics: Any) -> list[str]:
 
 #: One rule of :func:`setting_problems`: ``(check id, message)`` for each problem of ``raw``.
 SettingRule = Callable[[dict[str, Any]], list[tuple[str, str]]]
+
+
+def _unknown_key_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """E011: a key that is not a ``LATER`` setting (a typo would otherwise be ignored
+    and its setting silently take its default)."""
+    problems = []
+    for key in raw:
+        if key in KNOWN_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        problems.append(
+            (
+                "later_django.E011",
+                f"LATER has unknown key {key!r}{hint}; known keys: {', '.join(KNOWN_KEYS)}.",
+            )
+        )
+    return problems
 
 
 def _namespace_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
@@ -194,6 +225,7 @@ def _retry_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 _RULES: tuple[SettingRule, ...] = (
+    _unknown_key_problems,
     _namespace_problems,
     _database_problems,
     _retention_problems,

@@ -1,5 +1,7 @@
 """Errors a caller can act on. Messages name the value and the rule it broke."""
 
+from collections.abc import Sequence
+
 
 class LaterError(Exception):
     """Base class of later_django's own errors."""
@@ -44,6 +46,24 @@ class ParentNotFound(LaterError):
 
 class UnregisteredTaskError(LaterError):
     """The record's task path does not lead to a registered ``django.tasks.Task``."""
+
+
+class TablesMissing(LaterError):
+    """later_django's tables are not in the database: its migrations were not applied.
+
+    ``using`` is the database alias, ``missing`` the absent tables (sorted).
+    """
+
+    def __init__(self, using: str, missing: Sequence[str]) -> None:
+        self.using = using
+        self.missing = tuple(missing)
+        shown = ", ".join(self.missing[:3])
+        if len(self.missing) > 3:
+            shown += f" and {len(self.missing) - 3} more"
+        super().__init__(
+            f"later_django's tables are missing: run manage.py migrate "
+            f"(database {using!r} has no {shown})"
+        )
 
 
 def class_path(kind: type[BaseException]) -> str:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
 from django.test import override_settings
 
-from later_django.checks import check_later_settings, check_sqlite_options
-from later_django.conf import later_settings
+from later_django.checks import check_admin_tools_order, check_later_settings, check_sqlite_options
+from later_django.conf import KNOWN_KEYS, later_settings
 
 
 def ids_and_messages(messages: list) -> list[tuple[str, str]]:
@@ -58,3 +61,71 @@ def test_sqlite_without_immediate_transactions_is_warned_about(settings) -> None
         found = ids_and_messages(check_sqlite_options())
     assert [check_id for check_id, _ in found] == ["later_django.W001"]
     assert "transaction_mode" in found[0][1]
+
+
+def test_a_misspelled_top_level_key_is_an_error_naming_it_and_the_known_keys(
+    db_alias: str,
+) -> None:
+    with override_settings(LATER={"NAMSPACE": "shop", "DATABASE": db_alias}):
+        found = ids_and_messages(check_later_settings())
+        assert [check_id for check_id, _ in found] == ["later_django.E011"]
+        message = found[0][1]
+        assert "'NAMSPACE'" in message and "did you mean 'NAMESPACE'?" in message
+        assert all(key in message for key in KNOWN_KEYS)
+        with pytest.raises(ImproperlyConfigured, match="unknown key 'NAMSPACE'"):
+            later_settings()
+
+
+def test_every_known_key_is_accepted(db_alias: str) -> None:
+    later = {
+        "NAMESPACE": "shop",
+        "DATABASE": db_alias,
+        "RETENTION": {"success": 60},
+        "VACUUM_INTERVAL": None,
+        "RETRY": {"max_retries": 1},
+        "WORKER_SYNCHRONOUS_COMMIT": True,
+        "TOPICS": {"orders": {"partitions": 2}},
+        "MAINTENANCE_MODULES": [],
+        "RECURRING": {},
+    }
+    assert sorted(later) == sorted(KNOWN_KEYS)
+    with override_settings(LATER=later):
+        assert check_later_settings() == []
+
+
+def plain_check_output() -> str:
+    """What ``manage.py check`` (no ``--database``) prints: it raises only on errors."""
+    out, err = StringIO(), StringIO()
+    call_command("check", stdout=out, stderr=err)
+    return out.getvalue() + err.getvalue()
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_plain_manage_py_check_shows_w001_for_the_sqlite_database_later_uses(
+    settings, db_alias: str
+) -> None:
+    databases = {alias: dict(config) for alias, config in settings.DATABASES.items()}
+    databases["default"]["OPTIONS"] = {"init_command": "PRAGMA journal_mode=WAL"}
+    with override_settings(DATABASES=databases, LATER={"DATABASE": db_alias}):
+        output = plain_check_output()
+    # W001 is about the database LATER uses: SQLite without IMMEDIATE, never PostgreSQL.
+    assert ("later_django.W001" in output) is (db_alias == "default"), output
+
+
+ADMIN_TOOLS_APPS = ["admin_tools", "admin_tools.theming", "admin_tools.menu"]
+
+
+def test_admin_tools_listed_before_later_django_is_an_error_saying_to_reorder(
+    settings, db_alias: str
+) -> None:
+    """The shim is installed in this process already, so Django gets through the
+    misordered list and the check can say what a fresh process cannot."""
+    others = [app for app in settings.INSTALLED_APPS if app != "later_django"]
+    misordered = [*others[:4], "later_django", *others[4:]]
+    assert misordered[:4] == [*ADMIN_TOOLS_APPS, "admin_tools.dashboard"]
+    with override_settings(INSTALLED_APPS=misordered, LATER={"DATABASE": db_alias}):
+        found = ids_and_messages(check_admin_tools_order())
+    assert [check_id for check_id, _ in found] == ["later_django.E012"]
+    assert "'admin_tools.dashboard' before 'later_django'" in found[0][1]
+    assert "list 'later_django' first" in found[0][1]
+    assert check_admin_tools_order() == []  # the suite's own order: later_django first

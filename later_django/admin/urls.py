@@ -3,28 +3,38 @@
     path("admin/later_django/", include("later_django.admin.urls")),
     path("admin/", admin.site.urls),
 
-Every view is wrapped by ``admin.site.admin_view`` (staff only, CSRF, no cache).
+Every view is wrapped by ``admin.site.admin_view`` (staff only, CSRF, no cache) and
+answers 503 "run manage.py migrate" while later_django's tables are missing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import admin
+from django.http import HttpResponse
 from django.urls import path
 
 from later_django.admin import views
 
 app_name = "later_django"
 
+
+def _staff(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A staff page (``admin.site.admin_view``) that names missing migrations."""
+    return admin.site.admin_view(views.answering_missing_tables(view))
+
+
 urlpatterns = [
-    path("", admin.site.admin_view(views.dashboard), name="dashboard"),
-    path("jobs/<str:stage>/", admin.site.admin_view(views.job_list), name="job_list"),
-    path("job/<str:job_id>/", admin.site.admin_view(views.job_detail), name="job_detail"),
-    path("job/<str:job_id>/retry/", admin.site.admin_view(views.retry_job), name="job_retry"),
-    path("job/<str:job_id>/run-now/", admin.site.admin_view(views.run_job_now), name="job_run_now"),
-    path("job/<str:job_id>/delete/", admin.site.admin_view(views.delete_job), name="job_delete"),
+    path("", _staff(views.dashboard), name="dashboard"),
+    path("jobs/<str:stage>/", _staff(views.job_list), name="job_list"),
+    path("job/<str:job_id>/", _staff(views.job_detail), name="job_detail"),
+    path("job/<str:job_id>/retry/", _staff(views.retry_job), name="job_retry"),
+    path("job/<str:job_id>/run-now/", _staff(views.run_job_now), name="job_run_now"),
+    path("job/<str:job_id>/delete/", _staff(views.delete_job), name="job_delete"),
     path(
         "partitions/<str:topic>/<int:partition_id>/",
-        admin.site.admin_view(views.partition_list),
+        _staff(views.partition_list),
         name="partition_list",
     ),
 ]

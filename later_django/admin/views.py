@@ -8,6 +8,7 @@ the permission ``later_django.manage_jobs``; without it they answer 403.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -26,9 +27,31 @@ from later_django.admin.jobs import (
     stage_page,
 )
 from later_django.admin.panels import dashboard_context
+from later_django.exceptions import TablesMissing
 from later_django.overview import STAGES, resolve_target
+from later_django.storage.tables import naming_missing_tables
 
 MANAGE_PERMISSION = "later_django.manage_jobs"
+#: The answer of every page while later_django's tables are missing.
+TABLES_MISSING_STATUS = 503
+
+
+def answering_missing_tables(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """``view``, answering 503 with "later_django's tables are missing: run manage.py
+    migrate" (text) when its reads meet a database that was not migrated."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        using, _ = resolve_target(None, None)
+        try:
+            with naming_missing_tables(using):
+                return view(request, *args, **kwargs)
+        except TablesMissing as error:
+            return HttpResponse(
+                str(error), status=TABLES_MISSING_STATUS, content_type="text/plain; charset=utf-8"
+            )
+
+    return wrapped
 
 
 def _page(request: HttpRequest, template: str, title: str, **extra: Any) -> TemplateResponse:

@@ -17,6 +17,8 @@ from later_django.storage.stores import Stores, stores_for
 #: run may overrun its budget by (one last bounded step) before another process
 #: may take the pass over.
 LEASE_MARGIN_SECONDS = 30.0
+#: What a pass's count counts when it does not say (singular, plural).
+DEFAULT_UNIT = ("item done", "items done")
 
 
 def seconds_to_ms(seconds: float) -> int:
@@ -91,6 +93,8 @@ class MaintenancePass:
       settings instead (``None`` there disables the pass), e.g. vacuum.
     * ``wanted(context) -> bool``: an optional cheap read that says whether the
       pass has anything to do; ``False`` skips it without taking the lease.
+    * ``unit``: what ``run``'s count counts, singular and plural (``("row
+      deleted", "rows deleted")``), for ``later_maintenance --once``'s report.
     """
 
     name: str
@@ -99,6 +103,7 @@ class MaintenancePass:
     max_run_seconds: float = 10.0
     interval_from_settings: Callable[[LaterSettings], float | None] | None = None
     wanted: Callable[[PassContext], bool] | None = None
+    unit: tuple[str, str] = DEFAULT_UNIT
 
     def __post_init__(self) -> None:
         if (

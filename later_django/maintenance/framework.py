@@ -57,7 +57,12 @@ from django.db import Error as DatabaseError
 from later_django.conf import LaterSettings
 from later_django.core.clock import now_ms
 from later_django.core.keys import pass_lease_key
-from later_django.maintenance.definition import MaintenancePass, PassContext, seconds_to_ms
+from later_django.maintenance.definition import (
+    DEFAULT_UNIT,
+    MaintenancePass,
+    PassContext,
+    seconds_to_ms,
+)
 from later_django.maintenance.lease import pass_leases
 from later_django.maintenance.registry import registered_passes
 from later_django.storage.stores import stores_for
@@ -74,13 +79,24 @@ def _retry_seconds(interval: float) -> float:
 
 @dataclass(frozen=True)
 class PassRun:
-    """The outcome of one pass this process ran: how much it did, how long it took,
-    or the error it raised (``None`` when it succeeded)."""
+    """What became of one pass this process looked at: how much it did (counted in
+    ``unit``: singular, plural), how long it took, the error it raised (``None`` when
+    it succeeded), or why it did not run (``skipped``; reported only when asked)."""
 
     name: str
     done: int
     seconds: float
     error: str | None = None
+    skipped: str | None = None
+    unit: tuple[str, str] = DEFAULT_UNIT
+
+    def summary(self) -> str:
+        """One line's worth: ``"2 rows deleted"``, ``"failed: ..."`` or ``"skipped: ..."``."""
+        if self.error is not None:
+            return f"failed: {self.error}"
+        if self.skipped is not None:
+            return f"skipped: {self.skipped}"
+        return f"{self.done:,} {self.unit[0] if self.done == 1 else self.unit[1]}"
 
 
 @dataclass
@@ -114,11 +130,13 @@ class PassRunner:
         waits = [self._next_try.get(p.name, 0.0) - now for p in self.passes()]
         return max(0.0, min(waits, default=1.0))
 
-    def run_due(self, *, force: bool = False) -> list[PassRun]:
+    def run_due(self, *, force: bool = False, report_skipped: bool = False) -> list[PassRun]:
         """Runs, one after another, each pass whose interval has elapsed namespace-wide
         and whose lease this process takes; returns what ran.
 
         ``force`` ignores this process's next-try times (not the namespace's lease).
+        ``report_skipped`` adds a :class:`PassRun` with ``skipped`` set for each pass
+        that was looked at and did not run (switched off, nothing to do, not due).
         A pass that raises is logged and reported in its :class:`PassRun`; the
         others still run. A database error while taking a lease propagates (the
         caller's loop backs off).
@@ -126,15 +144,17 @@ class PassRunner:
         runs = []
         for maintenance_pass in self.passes():
             run = self._run_if_due(maintenance_pass, force=force)
-            if run is not None:
+            if run is not None and (report_skipped or run.skipped is None):
                 runs.append(run)
         return runs
 
     def _run_if_due(self, maintenance_pass: MaintenancePass, *, force: bool) -> PassRun | None:
+        """The pass's run, a skipped :class:`PassRun` saying why it did not run, or
+        ``None`` when this process's next-try time for it has not come."""
+        name = maintenance_pass.name
         interval = maintenance_pass.interval_for(self.settings)
         if interval is None:
-            return None
-        name = maintenance_pass.name
+            return self._skipped(maintenance_pass, "switched off by the settings")
         now = time.monotonic()
         if not force and now < self._next_try.get(name, 0.0):
             return None
@@ -151,7 +171,7 @@ class PassRunner:
         if error is not None:
             return PassRun(name=name, done=0, seconds=0.0, error=error)
         if not go_on:
-            return None
+            return self._skipped(maintenance_pass, "nothing to do")
         started_ms = now_ms()
         epoch = pass_leases(self.using).take(
             context.lease_key,
@@ -160,7 +180,11 @@ class PassRunner:
             now_ms=started_ms,
         )
         if epoch is None:
-            return None
+            return self._skipped(
+                maintenance_pass,
+                f"not due (it ran less than its interval, {interval:g} s, ago in namespace "
+                f"{self.namespace!r}, or another process runs it now)",
+            )
         context.lease_epoch = epoch
         self._next_try[name] = time.monotonic() + interval
         run = self._run(maintenance_pass, context)
@@ -170,6 +194,12 @@ class PassRunner:
         # DEBUG: promotion alone runs twice a second; passes log what is notable themselves.
         logger.debug("maintenance pass %r: %d in %.3fs", name, run.done, run.seconds)
         return run
+
+    @staticmethod
+    def _skipped(maintenance_pass: MaintenancePass, why: str) -> PassRun:
+        return PassRun(
+            name=maintenance_pass.name, done=0, seconds=0.0, skipped=why, unit=maintenance_pass.unit
+        )
 
     def _wanted(
         self, maintenance_pass: MaintenancePass, context: PassContext
@@ -207,6 +237,7 @@ class PassRunner:
             done=done,
             seconds=time.monotonic() - started,
             error=error,
+            unit=maintenance_pass.unit,
         )
 
     def _settle_lease(self, context: PassContext, next_due_ms: int) -> None:

@@ -30,4 +30,11 @@ def promote(context: PassContext) -> int:
             return total
 
 
-PROMOTE = MaintenancePass("promote", 0.5, promote, max_run_seconds=5.0, wanted=due_jobs_exist)
+PROMOTE = MaintenancePass(
+    "promote",
+    0.5,
+    promote,
+    max_run_seconds=5.0,
+    wanted=due_jobs_exist,
+    unit=("job promoted", "jobs promoted"),
+)

@@ -43,4 +43,6 @@ def purge(context: PassContext) -> int:
     return total
 
 
-PURGE = MaintenancePass("purge", 60.0, purge, max_run_seconds=2.0)
+PURGE = MaintenancePass(
+    "purge", 60.0, purge, max_run_seconds=2.0, unit=("row deleted", "rows deleted")
+)

@@ -24,5 +24,10 @@ def sample_queue(context: PassContext) -> int:
 
 
 QUEUE_SAMPLE = MaintenancePass(
-    "queue_sample", 10.0, sample_queue, max_run_seconds=5.0, wanted=minute_not_sampled
+    "queue_sample",
+    10.0,
+    sample_queue,
+    max_run_seconds=5.0,
+    wanted=minute_not_sampled,
+    unit=("sample written", "samples written"),
 )

@@ -12,4 +12,10 @@ def reconcile(context: PassContext) -> int:
     return 1
 
 
-RECONCILE = MaintenancePass("reconcile", 300.0, reconcile, max_run_seconds=10.0)
+RECONCILE = MaintenancePass(
+    "reconcile",
+    300.0,
+    reconcile,
+    max_run_seconds=10.0,
+    unit=("namespace recounted", "namespaces recounted"),
+)

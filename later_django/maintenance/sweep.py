@@ -32,4 +32,6 @@ def sweep(context: PassContext) -> int:
     return total
 
 
-SWEEP = MaintenancePass("sweep", 10.0, sweep, max_run_seconds=2.0)
+SWEEP = MaintenancePass(
+    "sweep", 10.0, sweep, max_run_seconds=2.0, unit=("row deleted", "rows deleted")
+)

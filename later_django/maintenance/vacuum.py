@@ -30,4 +30,5 @@ VACUUM = MaintenancePass(
     max_run_seconds=3_600.0,
     interval_from_settings=vacuum_interval,
     wanted=keeps_a_database_file,
+    unit=("file vacuumed", "files vacuumed"),
 )

@@ -67,4 +67,5 @@ WAL_CHECKPOINT = MaintenancePass(
     # The truncating checkpoint may wait this long for readers.
     max_run_seconds=WAL_TRUNCATE_WAIT_MS / 1000 + 5.0,
     wanted=keeps_a_database_file,
+    unit=("log truncated", "logs truncated"),
 )

@@ -1,13 +1,17 @@
 """``manage.py later_maintenance``: run the maintenance passes.
 
-``--once`` runs each pass that is due in the namespace now (whose namespace
-lease this process takes) and exits: 0 when every pass that ran succeeded, 1
-when one raised (the others still ran). Without it the command loops until
-SIGTERM/SIGINT, which let the running pass finish (within its time budget).
-``--pass NAME`` (repeatable) limits it to those passes. Workers run the same
-passes; any number of workers and ``later_maintenance`` processes may run side
-by side, the lease key ``<namespace>-pass-<name>`` lets one run each pass at a
-time. Logs through the logger ``later_django.maintenance``.
+It first syncs ``LATER["RECURRING"]`` into the stored definitions as a worker
+does at start (one removed from the settings is deleted), when the
+``recurring`` pass is among those it runs. ``--once`` runs each pass that is
+due in the namespace now (whose namespace lease this process takes), prints one
+line per pass (what it did, in its unit, or why it was skipped) and exits: 0
+when every pass that ran succeeded, 1 when one raised (the others still ran).
+Without it the command loops until SIGTERM/SIGINT, which let the running pass
+finish (within its time budget). ``--pass NAME`` (repeatable) limits it to
+those passes. Workers run the same passes; any number of workers and
+``later_maintenance`` processes may run side by side, the lease key
+``<namespace>-pass-<name>`` lets one run each pass at a time. Logs through the
+logger ``later_django.maintenance``.
 """
 
 from __future__ import annotations
@@ -24,8 +28,15 @@ from django.db import connections
 from django.utils.crypto import get_random_string
 
 from later_django.conf import later_settings
+from later_django.engine.recurring import sync_configured_recurring
 from later_django.maintenance import PassRunner, registered_passes
-from later_django.management.commands.later_worker import _log_to_stderr_unless_configured
+from later_django.maintenance.recurring import RECURRING
+from later_django.management.commands.later_worker import (
+    _log_to_stderr_unless_configured,
+    later_django_version,
+    refuse_missing_tables,
+)
+from later_django.storage.stores import stores_for
 from later_django.worker.bell import Bell
 
 logger = logging.getLogger("later_django.maintenance")
@@ -37,25 +48,45 @@ FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 30.0
 
 
+def sync_recurring_settings(runner: PassRunner) -> dict[str, int] | None:
+    """Makes the stored recurring definitions match ``LATER["RECURRING"]``, as a worker
+    does when it starts (a definition removed from the settings is deleted), when the
+    ``recurring`` pass is among the runner's; returns the counts, else ``None``."""
+    if RECURRING.name not in {p.name for p in runner.passes()}:
+        return None
+    return sync_configured_recurring(stores=stores_for(runner.using), namespace=runner.namespace)
+
+
 class Command(BaseCommand):
     help = (
-        "Runs later_django's maintenance passes (promote, sweep, WAL checkpoint, vacuum, "
-        "reconcile, queue samples, purge): once with --once, else until SIGTERM/SIGINT."
+        "Runs later_django's maintenance passes (promote, recurring, sweep, WAL checkpoint, "
+        "vacuum, reconcile, queue samples, purge, and those of LATER['MAINTENANCE_MODULES']) "
+        "after syncing LATER['RECURRING'] as a worker does: once with --once, printing what "
+        "each pass did, else until SIGTERM/SIGINT."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--once", action="store_true", help="run each due pass once, then exit")
+        parser.add_argument(
+            "--once",
+            action="store_true",
+            help="run each pass that is due once, print what each did, then exit "
+            "(default: loop until SIGTERM/SIGINT)",
+        )
         parser.add_argument(
             "--pass",
             action="append",
             dest="passes",
             metavar="NAME",
-            help="run only this pass (repeatable)",
+            help="run only this pass (repeatable; default: every registered pass)",
         )
+
+    def get_version(self) -> str:
+        return later_django_version()
 
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_stderr_unless_configured()
         settings = later_settings()
+        refuse_missing_tables(settings.database)
         names = options["passes"]
         if names:
             known = [p.name for p in registered_passes(settings)]
@@ -78,11 +109,16 @@ class Command(BaseCommand):
             self._loop(runner)
 
     def _once(self, runner: PassRunner, verbosity: int) -> None:
-        runs = runner.run_due(force=True)
-        for run in runs:
-            if verbosity >= 1:
-                outcome = f"failed: {run.error}" if run.error else f"{run.done}"
-                self.stdout.write(f"{run.name}: {outcome} ({run.seconds:.3f}s)")
+        counts = sync_recurring_settings(runner)
+        runs = runner.run_due(force=True, report_skipped=True)
+        if verbosity >= 1:
+            if counts is not None:
+                self.stdout.write(
+                    "recurring sync: " + ", ".join(f"{n} {what}" for what, n in counts.items())
+                )
+            for run in runs:
+                took = "" if run.skipped else f" ({run.seconds:.3f}s)"
+                self.stdout.write(f"{run.name}: {run.summary()}{took}")
         if any(run.error for run in runs):
             raise SystemExit(1)
 
@@ -105,8 +141,12 @@ class Command(BaseCommand):
             ", ".join(p.name for p in runner.passes()),
         )
         backoff = 0.0
+        synced = False
         while not stop.is_set():
             try:
+                if not synced:
+                    sync_recurring_settings(runner)
+                    synced = True
                 for run in runner.run_due():
                     if run.done and not run.error:
                         logger.info("pass %s: %d in %.3fs", run.name, run.done, run.seconds)

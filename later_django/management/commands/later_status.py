@@ -15,7 +15,16 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from later_django.overview import LIVE_WORKER_MS, Overview, TopicFigure, read_overview
+from later_django.exceptions import TablesMissing
+from later_django.management.commands.later_worker import later_django_version
+from later_django.overview import (
+    LIVE_WORKER_MS,
+    Overview,
+    TopicFigure,
+    read_overview,
+    resolve_target,
+)
+from later_django.storage.tables import naming_missing_tables
 
 DEFAULT_MAX_AGE_SECONDS = 300.0
 
@@ -174,10 +183,18 @@ class Command(BaseCommand):
         parser.add_argument("--database", help="Database alias (default: LATER['DATABASE']).")
         parser.add_argument("--namespace", help="Namespace (default: LATER['NAMESPACE']).")
 
+    def get_version(self) -> str:
+        return later_django_version()
+
     def handle(self, *args: Any, **options: Any) -> None:
         if options["max_age"] < 0:
             raise CommandError(f"--max-age must be zero or more seconds, got {options['max_age']}")
-        overview = read_overview(options["database"], options["namespace"])
+        using, namespace = resolve_target(options["database"], options["namespace"])
+        try:
+            with naming_missing_tables(using):
+                overview = read_overview(using, namespace)
+        except TablesMissing as error:
+            raise CommandError(str(error)) from error
         problems = health_problems(overview, options["max_age"]) if options["check"] else []
         if options["json"]:
             document = overview.as_json()

@@ -16,11 +16,17 @@ import os
 import sys
 from typing import Any
 
+import django
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 from django.tasks import task_backends
 
+from later_django import __version__
 from later_django.backend import LaterBackend
+from later_django.conf import later_settings
 from later_django.core.keys import RESERVED_PREFIX, is_reserved
+from later_django.exceptions import TablesMissing
+from later_django.storage.tables import missing_tables
 from later_django.worker.runner import Worker, WorkerOptions
 from later_django.worker.supervisor import supervise
 
@@ -63,6 +69,12 @@ def chosen_queues(requested: list[str] | None) -> list[str] | None:
     return list(dict.fromkeys(requested))
 
 
+def later_django_version() -> str:
+    """What ``--version`` prints for later_django's commands (Django's own says only
+    Django's version)."""
+    return f"later_django {__version__} (Django {django.get_version()})"
+
+
 def _log_to_stderr_unless_configured() -> None:
     """Without a LOGGING configuration for it, the ``later_django`` logger writes
     INFO and above to stderr (Django's per-task INFO lines stay silent)."""
@@ -75,6 +87,18 @@ def _log_to_stderr_unless_configured() -> None:
     )
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+
+
+def refuse_missing_tables(using: str) -> None:
+    """At a command's start: ``CommandError`` ("run manage.py migrate") when
+    later_django's tables are absent from ``using``, instead of retrying "no such
+    table" forever. A database that does not answer is left to the retries."""
+    try:
+        missing = missing_tables(using)
+    except DatabaseError:
+        return
+    if missing:
+        raise CommandError(str(TablesMissing(using, missing)))
 
 
 def _positive(kind: type) -> Any:
@@ -92,16 +116,60 @@ class Command(BaseCommand):
     help = "Runs later_django jobs until stopped (SIGTERM/SIGINT: graceful; twice: at once)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--concurrency", type=_positive(int), default=10)
-        parser.add_argument("--processes", type=_positive(int), default=1)
-        parser.add_argument("--queue", action="append", dest="queues", metavar="NAME")
-        parser.add_argument("--burst", action="store_true")
-        parser.add_argument("--max-jobs", type=_positive(int), default=None)
-        parser.add_argument("--shutdown-timeout", type=_positive(float), default=30.0)
-        parser.add_argument("--lease-seconds", type=_positive(float), default=30.0)
+        parser.add_argument(
+            "--concurrency",
+            type=_positive(int),
+            default=10,
+            metavar="N",
+            help="job threads in each process (default 10)",
+        )
+        parser.add_argument(
+            "--processes",
+            type=_positive(int),
+            default=1,
+            metavar="N",
+            help="worker processes; above 1 a supervisor forks and replaces them (default 1)",
+        )
+        parser.add_argument(
+            "--queue",
+            action="append",
+            dest="queues",
+            metavar="NAME",
+            help="run only this queue (repeatable; default: every queue of the LaterBackend "
+            "backends in TASKS)",
+        )
+        parser.add_argument(
+            "--burst", action="store_true", help="exit 0 once no job is ready (default: run on)"
+        )
+        parser.add_argument(
+            "--max-jobs",
+            type=_positive(int),
+            default=None,
+            metavar="N",
+            help="exit 0 after N jobs, in each process (default: no limit)",
+        )
+        parser.add_argument(
+            "--shutdown-timeout",
+            type=_positive(float),
+            default=30.0,
+            metavar="SECONDS",
+            help="how long running jobs may finish after SIGTERM/SIGINT (default 30)",
+        )
+        parser.add_argument(
+            "--lease-seconds",
+            type=_positive(float),
+            default=30.0,
+            metavar="SECONDS",
+            help="how long a job stays with a worker that stopped renewing its lease "
+            "(killed, frozen) before another may run it (default 30)",
+        )
+
+    def get_version(self) -> str:
+        return later_django_version()
 
     def handle(self, *args: Any, **options: Any) -> None:
         _log_to_stderr_unless_configured()
+        refuse_missing_tables(later_settings().database)
         worker_options = WorkerOptions(
             queues=chosen_queues(options["queues"]),
             concurrency=options["concurrency"],
