@@ -1,7 +1,8 @@
-"""docs/quickstart.md works as written, in a fresh ``django-admin startproject``.
+"""docs/quickstart.md works as written, in a fresh ``django-admin startproject``, and the
+examples of docs/testing-your-tasks.md pass in the project it builds.
 
-Every fenced block of the quickstart has an HTML comment before it saying what to do
-with it (``<!-- quickstart-test: ACTION -->``):
+Every fenced block of both pages has an HTML comment before it saying what to do with it
+(``<!-- quickstart-test: ACTION -->``):
 
 * ``run``: shell commands, run one line at a time in the project (``cd`` moves on;
   ``python`` and ``django-admin`` are this interpreter and its venv's ``django-admin``);
@@ -34,6 +35,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "docs" / "quickstart.md"
+#: The pages run, in order, in one project.
+PAGES = (QUICKSTART, ROOT / "docs" / "testing-your-tasks.md")
 DJANGO_ADMIN = Path(sys.executable).with_name("django-admin")
 MARKER = re.compile(r"<!-- quickstart-test: (?P<action>.+?) -->\s*\Z")
 ACTION = re.compile(
@@ -102,13 +105,16 @@ class Project:
         self.env.pop("DJANGO_SETTINGS_MODULE", None)
         self.log: list[str] = []
 
-    def run_lines(self, body: str) -> None:
+    def run_lines(self, body: str) -> str:
+        """Runs a ``run`` block line by line; returns what the commands printed."""
+        printed = ""
         for line in body.splitlines():
             argv = shlex.split(line, comments=True)
             if argv[:1] == ["cd"]:
                 self.cwd = self.cwd / argv[1]
             elif argv:
-                self.command(argv)
+                printed += self.command(argv)
+        return printed
 
     def command(self, argv: list[str]) -> str:
         program = {"python": sys.executable, "django-admin": str(DJANGO_ADMIN)}
@@ -124,21 +130,23 @@ class Project:
         return self.command(["python", "manage.py", "shell", "-c", code])
 
 
-def run_quickstart(project: Project, database: str, database_settings: str) -> str:
-    """Runs every step of the quickstart; returns the shell session's output."""
+def run_pages(project: Project, database: str, database_settings: str) -> str:
+    """Runs every step of :data:`PAGES` in order; returns what the commands printed."""
+    return "".join(
+        run_page(project, page.read_text(encoding="utf-8"), database, database_settings)
+        for page in PAGES
+    )
+
+
+def run_page(project: Project, text: str, database: str, database_settings: str) -> str:
+    """Runs every step of one page; returns what its commands and shell session printed."""
     session: list[str] = []
     output = ""
-    for step in quickstart_steps(QUICKSTART.read_text(encoding="utf-8")):
+    for step in quickstart_steps(text):
         if step.kind == "skip" or step.database not in (None, database):
             continue
         if step.kind in ("write", "append"):
-            assert step.path, f"a {step.kind} marker needs a path: {step}"
-            target = project.cwd / step.path
-            text = f"\n{step.body}\n" if step.kind == "append" else f"{step.body}\n"
-            if step.kind == "append" and "DATABASES = " in step.body:
-                text += database_settings
-            with target.open("a" if step.kind == "append" else "w", encoding="utf-8") as file:
-                file.write(text)
+            write_step(project, step, database_settings)
         elif step.kind == "shell":
             session.append(step.body)
         elif step.kind == "run beside the shell":
@@ -147,10 +155,21 @@ def run_quickstart(project: Project, database: str, database_settings: str) -> s
             if session:  # the shell session ends before a command that does not run beside it
                 output += project.shell(SESSION_PRELUDE + "\n".join(session))
                 session = []
-            project.run_lines(step.body)
+            output += project.run_lines(step.body)
     if session:
         output += project.shell(SESSION_PRELUDE + "\n".join(session))
     return output
+
+
+def write_step(project: Project, step: Step, database_settings: str) -> None:
+    """A ``write`` or ``append`` step; after a ``DATABASES`` block, the test's own values."""
+    assert step.path, f"a {step.kind} marker needs a path: {step}"
+    text = f"\n{step.body}\n" if step.kind == "append" else f"{step.body}\n"
+    if step.kind == "append" and "DATABASES = " in step.body:
+        text += database_settings
+    mode = "a" if step.kind == "append" else "w"
+    with (project.cwd / step.path).open(mode, encoding="utf-8") as file:
+        file.write(text)
 
 
 @pytest.fixture
@@ -180,7 +199,8 @@ def database_settings(db_alias: str) -> Iterator[str]:
         yield f'DATABASES["default"].update({overrides!r})\n'
     finally:
         with psycopg.connect(**connect) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            for database in (name, f"test_{name}"):  # test_…: pytest-django's, in the project
+                connection.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
 def test_the_quickstart_runs_as_written_in_a_fresh_project(
@@ -189,12 +209,13 @@ def test_the_quickstart_runs_as_written_in_a_fresh_project(
     project = Project(tmp_path)
     database = "postgres" if db_alias == "postgres" else "sqlite"
 
-    output = run_quickstart(project, database, database_settings)
+    output = run_pages(project, database, database_settings)
 
     log = "\n".join(project.log)
     lines = output.splitlines()
     assert "READY" in lines, log
     assert "SUCCESSFUL sent to ada@example.com" in lines, log
+    assert re.search(r"\b3 passed\b", output), log  # testing-your-tasks.md's examples
     checks = project.shell(CHECKS).splitlines()
     assert "admin-page 200" in checks, log  # the URL include of step 4
     assert "checkout 201 1" in checks, log
@@ -204,13 +225,14 @@ def test_the_quickstart_runs_as_written_in_a_fresh_project(
 
 
 def test_every_quickstart_block_says_what_the_test_does_with_it() -> None:
-    steps = quickstart_steps(QUICKSTART.read_text(encoding="utf-8"))
+    steps = [step for page in PAGES for step in quickstart_steps(page.read_text(encoding="utf-8"))]
 
     kinds = {step.kind for step in steps}
     assert kinds == {"skip", "run", "run beside the shell", "shell", "write", "append"}
     assert {step.path for step in steps if step.kind == "write"} >= {
         "mysite/urls.py",
         "shop/tasks.py",
+        "conftest.py",
     }
     with pytest.raises(AssertionError, match="block starting 'x = 1' has no quickstart-test"):
         quickstart_steps("Text\n\n```python\nx = 1\n```\n")
