@@ -69,6 +69,14 @@ def fails_then_succeeds() -> str:
     return "second time lucky"
 
 
+@task(retry={"max_retries": 1, "backoff": "immediate"})
+def fails_once_retried_at_once() -> int:
+    attempts_seen.append(len(attempts_seen) + 1)
+    if len(attempts_seen) < 2:
+        raise Boom("the first attempt fails")
+    return len(attempts_seen)
+
+
 @task(retry={"max_retries": 0})
 def always_fails() -> None:
     raise Boom("no luck")
@@ -151,6 +159,16 @@ def test_jobs_a_run_makes_ready_run_in_the_same_run(later: str, mode: str) -> No
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_a_retry_due_at_once_runs_in_the_same_run(later: str, mode: str) -> None:
+    job = fails_once_retried_at_once.enqueue()
+
+    [result] = run_jobs()
+
+    assert (result.id, result.status, result.return_value) == (job.id, "SUCCESSFUL", 2)
+    assert result.attempts == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_delayed_jobs_run_only_when_due_by_now_or_with_include_delayed(
     later: str, mode: str
 ) -> None:
@@ -203,9 +221,14 @@ def test_partitioned_jobs_run_in_their_key_order(later: str, mode: str) -> None:
         enqueue_to_partition(TOPIC, "ken", in_order, "ken", n)
     enqueue_many(shout, [(("x",), {}), (("y",), {})])
 
-    results = run_jobs()
+    # The heads of other queues and tasks are left alone, then run by a plain run.
+    assert [r.return_value for r in run_jobs(queue="emails")] == ["X", "Y"]
+    assert run_jobs(task=shout) == []
+    assert order_seen == []
+    results = run_jobs(task="tests.test_testing_helper.in_order", max_jobs=2)
+    results += run_jobs()
 
-    assert len(results) == 8
+    assert len(results) == 6
     assert all(r.status == TaskResultStatus.SUCCESSFUL for r in results)
     assert [n for key, n in order_seen if key == "ada"] == [0, 1, 2]
     assert [n for key, n in order_seen if key == "ken"] == [0, 1, 2]
