@@ -72,7 +72,8 @@ def run_jobs(
     queue names (default: every queue with ready jobs). ``task``: only jobs of
     this task (a ``Task`` or its dotted path); the others stay queued, untouched.
     Delayed jobs and retries waiting for their back-off run only when due: by
-    now, by ``now`` (an aware datetime), or whenever with ``include_delayed=True``.
+    now, by ``now`` (an aware datetime; the real now when that is later), or
+    whenever with ``include_delayed=True``.
     What is left when ``max_jobs`` is reached stays queued (a task that enqueues
     itself cannot loop forever). Raises ``TypeError``/``ValueError`` naming a bad
     option.
@@ -189,10 +190,15 @@ class Run:
     def namespace(self) -> str:
         return self.settings.namespace
 
+    def due_by(self) -> int:
+        """What is due by this time runs: now, or the run's ``now=`` when later."""
+        now = now_ms()
+        return now if self.due_by_ms is None else max(now, self.due_by_ms)
+
     def drain(self) -> None:
         """Runs one job at a time until none is left or ``max_jobs`` calls were made."""
         while self.calls < self.max_jobs:
-            promote_all_due(stores=self.stores, namespace=self.namespace, due_by_ms=self.due_by_ms)
+            promote_all_due(stores=self.stores, namespace=self.namespace, due_by_ms=self.due_by())
             job = self._next_from_queue() or self._next_from_heads()
             if job is None:
                 return
@@ -274,10 +280,9 @@ class Run:
         held = self._held_partitions()
         if not held:
             return None
-        now = now_ms() if self.due_by_ms is None else max(now_ms(), self.due_by_ms)
         while True:
             claims = self.stores.partitions.claim_heads(
-                self.namespace, self.owner, now, self.skipped_heads, HEAD_BATCH
+                self.namespace, self.owner, self.due_by(), self.skipped_heads, HEAD_BATCH
             )
             if not claims:
                 return None
