@@ -23,12 +23,15 @@ from later_django.storage.types import Delete
 PROMOTION_BATCH = 500
 
 
-def promote_due(*, stores: Stores, namespace: str, limit: int = PROMOTION_BATCH) -> int:
-    """Moves up to ``limit`` due jobs to ``enqueued`` in one transaction; returns how
-    many schedule entries it consumed (entries whose job is gone or no longer
-    delayed/requeued are just removed)."""
+def promote_due(
+    *, stores: Stores, namespace: str, limit: int = PROMOTION_BATCH, due_by_ms: int | None = None
+) -> int:
+    """Moves up to ``limit`` jobs due by ``due_by_ms`` (default: now) to ``enqueued``
+    in one transaction; returns how many schedule entries it consumed (entries
+    whose job is gone or no longer delayed/requeued are just removed). The moves
+    are dated now whatever ``due_by_ms`` is."""
     now = now_ms()
-    start, stop = due_scan_bounds(namespace, now)
+    start, stop = due_scan_bounds(namespace, now if due_by_ms is None else due_by_ms)
     with transaction.atomic(using=stores.using):
         keys = stores.kv.key_scan(start, stop, limit)
         if not keys:
@@ -46,11 +49,13 @@ def promote_due(*, stores: Stores, namespace: str, limit: int = PROMOTION_BATCH)
     return len(keys)
 
 
-def promote_all_due(*, stores: Stores, namespace: str, limit: int = PROMOTION_BATCH) -> int:
+def promote_all_due(
+    *, stores: Stores, namespace: str, limit: int = PROMOTION_BATCH, due_by_ms: int | None = None
+) -> int:
     """Runs :func:`promote_due` until a batch comes back short; returns the total."""
     total = 0
     while True:
-        promoted = promote_due(stores=stores, namespace=namespace, limit=limit)
+        promoted = promote_due(stores=stores, namespace=namespace, limit=limit, due_by_ms=due_by_ms)
         total += promoted
         if promoted < limit:
             return total

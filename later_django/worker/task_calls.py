@@ -29,14 +29,18 @@ from later_django.engine.results import task_result
 logger = logging.getLogger("later_django.worker")
 
 
-def run_job(job: StartedJob) -> Outcome:
+def run_job(job: StartedJob, *, manage_connections: bool = True) -> Outcome:
     """Calls the task of ``job`` and returns its outcome; never raises. The thread's
-    database connections are closed before and after (a job thread is reused)."""
-    close_old_connections()
+    database connections are closed before and after (a job thread is reused),
+    unless ``manage_connections`` is False: :mod:`later_django.testing` calls the
+    task on the test's own connection, inside the test's transaction."""
+    if manage_connections:
+        close_old_connections()
     try:
         return _outcome(job)
     finally:
-        close_old_connections()
+        if manage_connections:
+            close_old_connections()
 
 
 def _outcome(job: StartedJob) -> Outcome:
