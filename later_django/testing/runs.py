@@ -227,7 +227,7 @@ class Run:
         )
         if record.stage != stages.RUNNING:  # still running: a fenced, stale outcome
             announce_finished(outcome, record)
-        self.results[record.job_id] = task_result(record, job.task, record.backend)
+        self.results[record.job_id] = task_result(record, job.task)
 
     # --- the delivery queue ---
 
