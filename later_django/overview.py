@@ -150,7 +150,7 @@ class Overview:
 
     @property
     def queued(self) -> int:
-        """Ready messages in the job queues (internal ``__later*`` queues left out)."""
+        """Ready messages in the namespace's queues."""
         return sum(queue.ready for queue in self.queues)
 
     @property
@@ -204,11 +204,7 @@ def read_overview(
     using, namespace = resolve_target(using, namespace)
     now = clock.now_ms() if now_ms is None else now_ms
     stores = stores_for(using)
-    queues = [
-        queue
-        for queue in _read_queues(stores.dashboard, namespace, now)
-        if not queue.queue_name.startswith(RESERVED_PREFIX)
-    ]
+    queues = _read_queues(stores.dashboard, namespace, now)
     transitions, waits = _read_recent(stores.dashboard, namespace, now)
     return Overview(
         namespace=namespace,
@@ -241,7 +237,7 @@ def _read_queues(reads: DashboardPort, namespace: str, now: int) -> list[QueueFi
 def _read_stages(
     reads: DashboardPort, namespace: str, job_queues: list[QueueFigure]
 ) -> list[StageFigure]:
-    """Every stage's count; ``job_queues`` are the queues without internal ones."""
+    """Every stage's count; ``job_queues`` are the namespace's queues."""
     counts = dict.fromkeys(STAGES, 0)
     for stage, total in reads.stage_totals(namespace).items():
         if stage in counts:

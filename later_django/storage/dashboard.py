@@ -55,7 +55,7 @@ class DashboardReads:
         return {stage: int(total or 0) for stage, total in rows}
 
     def queue_depths(self, namespace: str) -> list[tuple[str, int]]:
-        """``(queue name, ready messages)`` per queue, by name (internal queues too),
+        """``(queue name, ready messages)`` per queue, by name,
         from the ``later_queue_depth`` shards."""
         rows = self._driver.fetch_all(self._q.queue_depths, {"namespace": namespace})
         return [(queue_name, int(ready or 0)) for queue_name, ready in rows]

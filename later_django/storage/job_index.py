@@ -205,8 +205,8 @@ class JobIndexStore:
         """Job count per stage, from one query whose parts are O(1) or bounded.
 
         Live stages: the ``later_stage_counts`` shards summed per stage. ``enqueued``
-        adds the ready depth of the namespace's job queues (``later_queue_depth``,
-        internal ``__later*`` queues left out) to the counter of partitioned
+        adds the ready depth of the namespace's job queues (``later_queue_depth``)
+        to the counter of partitioned
         queued jobs. ``success``/``failed``: unexpired index rows. A part that sums
         to zero or less (a counter can dip under reordering) adds nothing; a stage
         with no job is absent.
@@ -284,10 +284,9 @@ class JobIndexStore:
     def queued_messages(
         self, namespace: str, before_sequence: int | None, limit: int
     ) -> list[QueuedMessage]:
-        """Up to ``limit`` unclaimed messages of the namespace's job queues (internal
-        ``__later*`` queues left out) with a sequence below ``before_sequence``
-        (all when ``None``), newest first; one walk of the queue's primary key whose
-        cost is ``limit``. Payloads are returned as stored, undecoded."""
+        """Up to ``limit`` unclaimed messages of the namespace's queues with a sequence
+        below ``before_sequence`` (all when ``None``), newest first; one walk of the
+        queue's primary key whose cost is ``limit``. Payloads are returned as stored, undecoded."""
         params: dict[str, Any] = {"namespace": namespace, "limit": limit}
         if before_sequence is None:
             rows = self._driver.fetch_all(self._q.list_queued_first, params)

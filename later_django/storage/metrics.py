@@ -114,7 +114,7 @@ class MetricsStore:
 
     def queue_sample_counts(self, namespace: str) -> tuple[int, int]:
         """``(queued, partitioned)`` now, for a queue sample: the ready depth of the
-        namespace's job queues (internal ``__later*`` queues left out) and the
+        namespace's queues and the
         partitioned queued jobs (the ``enqueued`` counter); O(1), from the counters.
         A counter that dips below zero under reordering reads as 0."""
         row = self._driver.fetch_one(self._q.queue_sample_counts, {"namespace": namespace})

@@ -132,9 +132,9 @@ class JobIndexPort(Protocol):
     def queued_messages(
         self, namespace: str, before_sequence: int | None, limit: int
     ) -> list[QueuedMessage]:
-        """Up to ``limit`` unclaimed messages of the namespace's job queues (internal
-        ``__later*`` queues left out) with a sequence below ``before_sequence`` (all when
-        ``None``), newest first; one walk of the queue's primary key whose cost is ``limit``.
+        """Up to ``limit`` unclaimed messages of the namespace's queues with a sequence below
+        ``before_sequence`` (all when ``None``), newest first; one walk of the queue's
+        primary key whose cost is ``limit``.
         Payloads are returned as stored, undecoded."""
 
     def job_index_list_by_partition(
@@ -295,8 +295,8 @@ class QueuePort(Protocol):
         returns how many. Raises ``ValueError`` for a negative ``delay_ms``."""
 
     def depth(self, namespace: str, queue_name: str | None = None) -> int:
-        """Ready (unleased) messages of ``queue_name``, or of every queue of ``namespace`` except
-        Later's internal ones (``__later…``) when ``queue_name`` is ``None``."""
+        """Ready (unleased) messages of ``queue_name``, or of every queue of ``namespace``
+        when ``queue_name`` is ``None``."""
 
 
 @runtime_checkable
@@ -464,7 +464,7 @@ class DashboardPort(Protocol):
         may be below zero while counter updates are reordered."""
 
     def queue_depths(self, namespace: str) -> list[tuple[str, int]]:
-        """``(queue name, ready messages)`` per queue, by name (internal queues too), from the
+        """``(queue name, ready messages)`` per queue, by name, from the
         ``later_queue_depth`` shards."""
 
     def oldest_ready_at_ms(self, namespace: str, queue_name: str, now_ms: int) -> int | None:
@@ -644,7 +644,7 @@ class MetricsPort(Protocol):
 
     def queue_sample_counts(self, namespace: str) -> tuple[int, int]:
         """``(queued, partitioned)`` now, for a queue sample: the ready depth of the namespace's
-        job queues (internal ``__later*`` queues left out) and the partitioned queued jobs
+        queues and the partitioned queued jobs
         (the ``enqueued`` counter); O(1), from the counters. A counter that dips below zero
         under reordering reads as 0."""
 

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from later_django.core.clock import now_ms
-from later_django.core.keys import RESERVED_PREFIX
 from later_django.storage.driver import Driver, as_bytes
 from later_django.storage.queries.queue import WAKE_CHANNEL, QueueQueries
 from later_django.storage.types import ClaimedMessage
@@ -209,21 +208,14 @@ class SqlDeliveryQueue:
 
     def depth(self, namespace: str, queue_name: str | None = None) -> int:
         """Ready (unleased) messages of ``queue_name``, or of every queue of ``namespace``
-        except Later's internal ones (``__later…``) when ``queue_name`` is ``None``.
+        when ``queue_name`` is ``None``.
 
         Read from the trigger-kept counter, summed over its shards (O(1)). Deferred
         messages count (they are unleased); lapsed leases do not until handed back
         or reconciled.
         """
         if queue_name is None:
-            row = self._driver.fetch_one(
-                self._q.depth_of_namespace,
-                {
-                    "namespace": namespace,
-                    "prefix_length": len(RESERVED_PREFIX),
-                    "prefix": RESERVED_PREFIX,
-                },
-            )
+            row = self._driver.fetch_one(self._q.depth_of_namespace, {"namespace": namespace})
         else:
             row = self._driver.fetch_one(
                 self._q.depth_of_queue, {"namespace": namespace, "queue_name": queue_name}

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 NS = "ns"
 OTHER_NS = "ns-other"
-INTERNAL = "__later_maintenance"
+#: A third queue: every queue of the namespace counts, whatever its name.
+THIRD = "reports"
 
 
 def index_row(
@@ -53,7 +54,7 @@ def test_queue_sample_counts_read_ready_job_queue_depth_and_enqueued_counter(
     stores = stores_for(db_alias)
     stores.queue.publish(NS, "default", [b"a", b"b", b"c"])
     stores.queue.publish(NS, "mail", [b"d"])
-    stores.queue.publish(NS, INTERNAL, [b"internal-1", b"internal-2"])
+    stores.queue.publish(NS, THIRD, [b"report-1", b"report-2"])
     stores.queue.publish(OTHER_NS, "default", [b"elsewhere"])
     # A claimed message is not ready.
     assert len(stores.queue.claim(NS, ["default"], "w", 60_000, batch_size=1)) == 1
@@ -67,11 +68,11 @@ def test_queue_sample_counts_read_ready_job_queue_depth_and_enqueued_counter(
         ],
     )
     stores.index.job_index_upsert(OTHER_NS, [index_row("p5", "enqueued")])
-    assert stores.metrics.queue_sample_counts(NS) == (3, 2)
+    assert stores.metrics.queue_sample_counts(NS) == (5, 2)
     assert stores.metrics.queue_sample_counts(OTHER_NS) == (1, 1)
     # A job leaving ``enqueued`` leaves the partitioned count.
     stores.index.job_index_upsert(NS, [index_row("p1", "running", revision=1)])
-    assert stores.metrics.queue_sample_counts(NS) == (3, 1)
+    assert stores.metrics.queue_sample_counts(NS) == (5, 1)
 
 
 def test_queue_sample_counts_read_a_counter_below_zero_as_zero(db_alias: str) -> None:
@@ -102,13 +103,14 @@ def test_queued_messages_are_the_unclaimed_job_queue_messages_newest_first(
     base = now_ms() - 10_000
     claimed, s1 = stores.queue.publish(NS, "default", [b"claimed", b"one"], available_at_ms=base)
     (s2,) = stores.queue.publish(NS, "mail", [b"two"], available_at_ms=base + 1)
-    stores.queue.publish(NS, INTERNAL, [b"internal"], available_at_ms=base + 2)
+    (s4,) = stores.queue.publish(NS, THIRD, [b"report"], available_at_ms=base + 2)
     (s3,) = stores.queue.publish(NS, "default", [b"three"], available_at_ms=base + 60_000)
     stores.queue.publish(OTHER_NS, "default", [b"elsewhere"], available_at_ms=base)
     (taken,) = stores.queue.claim(NS, ["default"], "w", 60_000, batch_size=1)
     assert taken.sequence == claimed
     assert stores.index.queued_messages(NS, None, 10) == [
         QueuedMessage(s3, b"three", base + 60_000),
+        QueuedMessage(s4, b"report", base + 2),
         QueuedMessage(s2, b"two", base + 1),
         QueuedMessage(s1, b"one", base),
     ]

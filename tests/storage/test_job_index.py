@@ -614,7 +614,6 @@ def test_enqueued_lists_unclaimed_queue_jobs_newest_first_then_partitioned_rows(
     send("claimed-job", leased=True)
     for n in range(4, 7):
         send(f"job-0{n}")
-    send("internal-job", queue_name="__later_partitions")
     send("elsewhere", namespace="other")
     send("emails-job", queue_name="emails")
     store.job_index_upsert(
@@ -688,12 +687,6 @@ def test_stage_counts_add_the_job_queues_depth_to_the_partitioned_enqueued_jobs(
     for n in range(2):
         queue_message(db_alias, job_message(f"e{n}"), queue_name="emails", available_at=t)
     queue_message(db_alias, job_message("claimed"), available_at=t, leased=True)
-    queue_message(
-        db_alias,
-        OTHER_COMMAND,
-        queue_name="__later_partitions",
-        available_at=t,
-    )
     queue_message(db_alias, job_message("x"), namespace="other", available_at=t)
     store.job_index_upsert(
         "ns",
@@ -718,7 +711,7 @@ def test_stage_counts_add_the_job_queues_depth_to_the_partitioned_enqueued_jobs(
         "SELECT queue_name, shard, ready FROM later_queue_depth WHERE namespace = 'ns' "
         "ORDER BY queue_name",
     )
-    assert depths == [("__later_partitions", 0, 1), ("default", 0, 3), ("emails", 0, 2)]
+    assert depths == [("default", 0, 3), ("emails", 0, 2)]
     assert count_of(store, "enqueued", namespace="other") == 100, "another namespace is untouched"
 
 

@@ -7,7 +7,6 @@ written into the text once at import (fixed text, never values).
 
 from __future__ import annotations
 
-from later_django.core.keys import RESERVED_PREFIX
 from later_django.core.stages import FINISHED_STAGES, LIVE_STAGES
 from later_django.storage.driver import RowsStatement
 
@@ -30,9 +29,6 @@ ROW_COLUMNS = (
 )
 #: The row parameters of ``upsert``: one per column, named as the column.
 ROW_FIELDS = tuple(name.strip() for name in ROW_COLUMNS.split(","))
-
-#: Queue names starting with this are Later's own, not job queues.
-NOT_INTERNAL_QUEUE = f"substr(queue_name, 1, {len(RESERVED_PREFIX)}) <> '{RESERVED_PREFIX}'"
 
 #: The label of the queue-depth part of ``stage_counts`` (not a stage name).
 QUEUE_DEPTH_LABEL = "__queue_depth"
@@ -82,8 +78,7 @@ def queued_messages(table: str, *, before: bool) -> str:
         f"SELECT sequence, payload, available_at FROM {table}"
         " WHERE namespace = %(namespace)s AND lease_until IS NULL"
         + (" AND sequence < %(before)s" if before else "")
-        + f" AND {NOT_INTERNAL_QUEUE}"
-        " ORDER BY sequence DESC LIMIT %(limit)s"
+        + " ORDER BY sequence DESC LIMIT %(limit)s"
     )
 
 
@@ -121,7 +116,7 @@ class IndexQueries:
         " GROUP BY stage"
         " UNION ALL"
         f" SELECT '{QUEUE_DEPTH_LABEL}', SUM(ready) FROM later_queue_depth"
-        f" WHERE namespace = %(namespace)s AND {NOT_INTERNAL_QUEUE}"
+        " WHERE namespace = %(namespace)s"
         " UNION ALL"
         " SELECT stage, COUNT(*) FROM later_jobs_index"
         f" WHERE namespace = %(namespace)s AND stage IN ({FINISHED_STAGE_LIST})"
@@ -208,7 +203,7 @@ class IndexQueries:
     # Ready depth of the job queues, partitioned queued jobs.
     queue_sample_counts = (
         "SELECT (SELECT COALESCE(SUM(ready), 0) FROM later_queue_depth"
-        f" WHERE namespace = %(namespace)s AND {NOT_INTERNAL_QUEUE}),"
+        " WHERE namespace = %(namespace)s),"
         " (SELECT COALESCE(SUM(count), 0) FROM later_stage_counts"
         " WHERE namespace = %(namespace)s AND stage = 'enqueued')"
     )

@@ -35,12 +35,8 @@ class QueueQueries:
         "SELECT COALESCE(SUM(ready), 0) FROM later_queue_depth "
         "WHERE namespace = %(namespace)s AND queue_name = %(queue_name)s"
     )
-    # ``substr`` rather than LIKE, whose ``_`` wildcard would match inside the
-    # prefix ``__later``.
     depth_of_namespace = (
-        "SELECT COALESCE(SUM(ready), 0) FROM later_queue_depth "
-        "WHERE namespace = %(namespace)s AND substr(queue_name, 1, %(prefix_length)s) "
-        "<> %(prefix)s"
+        "SELECT COALESCE(SUM(ready), 0) FROM later_queue_depth WHERE namespace = %(namespace)s"
     )
 
     # Spelled per vendor.
