@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from later_django.storage import ports
+from later_django.storage import ports, queries
 from later_django.storage.stores import stores_for
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -67,3 +67,13 @@ def test_the_suite_calls_every_method_of_every_port() -> None:
         for port in [*MEMBERS.values(), ports.LeasePort]
     }
     assert not any(uncalled.values()), uncalled
+
+
+@pytest.mark.parametrize("vendor", ["postgres", "sqlite"])
+def test_each_vendor_has_one_query_module_per_shared_store_module(vendor: str) -> None:
+    """The vendor packages import STORE_QUERY_MODULES; a module outside that list
+    would never be imported (its statements never registered)."""
+    package = Path(queries.__file__).parent
+    shared = {path.stem for path in package.glob("*.py")} - {"__init__"}
+    own = {path.stem for path in (package.parent / vendor / "queries").glob("*.py")} - {"__init__"}
+    assert shared == own == set(queries.STORE_QUERY_MODULES)

@@ -1,27 +1,10 @@
-"""The sqlite driver's statements, one module per store (imported for their registration)."""
+"""The sqlite driver's statements, one module per store of
+:data:`~later_django.storage.queries.STORE_QUERY_MODULES` (imported for their
+registration with the driver; a store without its module here fails at import)."""
 
-from later_django.storage.sqlite.queries import (
-    dashboard,
-    executions,
-    index,
-    kv,
-    leases,
-    log,
-    partitions,
-    queue,
-    topics,
-    upkeep,
-)
+from importlib import import_module
 
-__all__ = [
-    "dashboard",
-    "executions",
-    "index",
-    "kv",
-    "leases",
-    "log",
-    "partitions",
-    "queue",
-    "topics",
-    "upkeep",
-]
+from later_django.storage.queries import STORE_QUERY_MODULES
+
+for _store in STORE_QUERY_MODULES:
+    import_module(f"{__name__}.{_store}")
