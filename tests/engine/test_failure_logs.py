@@ -225,3 +225,23 @@ def test_a_later_worker_process_writes_the_retry_warning_to_stderr(
         f"job {enqueued.id} (task {failure_tasks.fail_once_then_succeed.module_path}, "
         "queue default): attempt 1 of 2 failed with ValueError('first attempt'); next run at "
     ) in line
+
+
+def test_a_later_worker_process_writes_a_failed_jobs_traceback_to_stderr(
+    alias: str,
+    workers,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """Without ``LOGGING`` and with ``DEBUG`` off (Django's console handler then shows
+    nothing of ``django``), the worker still prints Django's failure line with the
+    task's traceback."""
+    enqueued = failure_tasks.fail_with_value_error.enqueue(str(tmp_path / "runs"), "no luck")
+
+    burst = workers.start(alias, "--burst")
+
+    assert burst.wait_exit(30) == 0, burst.describe()
+    assert result(enqueued.id).status == TaskResultStatus.FAILED
+    log = burst.log()
+    assert f" django.tasks ERROR Task id={enqueued.id} " in log, log
+    assert "Traceback (most recent call last):" in log, log
+    assert "raise ValueError(message)" in log and "ValueError: no luck" in log, log

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 import django
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 from django.tasks import task_backends
@@ -77,7 +78,9 @@ def later_django_version() -> str:
 
 def _log_to_stderr_unless_configured() -> None:
     """Without a LOGGING configuration for it, the ``later_django`` logger writes
-    INFO and above to stderr (Django's per-task INFO lines stay silent)."""
+    INFO and above to stderr, and ``django.tasks`` its ERROR lines (a failed job,
+    with its traceback); Django's per-task INFO lines stay silent. With ``DEBUG``
+    Django's own console handler already shows ``django.tasks``."""
     logger = logging.getLogger("later_django")
     if logger.handlers or logging.getLogger().handlers:
         return
@@ -87,6 +90,12 @@ def _log_to_stderr_unless_configured() -> None:
     )
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    tasks_logger = logging.getLogger("django.tasks")
+    if not settings.LOGGING and not settings.DEBUG and not tasks_logger.handlers:
+        failures = logging.StreamHandler()
+        failures.setFormatter(handler.formatter)
+        failures.setLevel(logging.ERROR)
+        tasks_logger.addHandler(failures)
 
 
 def refuse_missing_tables(using: str) -> None:
