@@ -19,11 +19,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
-from django.tasks import Task, TaskResult
-from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.exceptions import TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued
 
+from later_django.compat.tasks import (
+    BaseTaskBackend,
+    Task,
+    TaskResult,
+    TaskResultDoesNotExist,
+    task_enqueued,
+)
 from later_django.conf import later_settings
 from later_django.core.keys import job_key
 from later_django.core.payload import json_compatible

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from django.tasks import Task, TaskResult, TaskResultStatus
-from django.tasks.base import TaskError
-
+from later_django.compat.tasks import Task, TaskError, TaskResult, TaskResultStatus
 from later_django.core import stages
 from later_django.core.records import JobRecord
 

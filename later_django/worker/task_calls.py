@@ -11,9 +11,8 @@ from __future__ import annotations
 import logging
 
 from django.db import close_old_connections
-from django.tasks import TaskContext, TaskResultStatus
-from django.tasks.signals import task_finished, task_started
 
+from later_django.compat.tasks import TaskContext, TaskResultStatus, task_finished, task_started
 from later_django.core.clock import now_ms
 from later_django.core.payload import json_compatible
 from later_django.core.records import JobRecord

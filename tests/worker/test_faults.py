@@ -17,9 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from django.tasks import TaskResult
 
 from later_django.api import enqueue_many
+from later_django.compat.tasks import TaskResult
 from tests.worker import tasks
 from tests.worker.tasks import read_lines
 from tests.worker.test_worker_process import (

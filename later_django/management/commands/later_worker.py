@@ -16,9 +16,9 @@ import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.tasks import task_backends
 
 from later_django.backend import LaterBackend
+from later_django.compat.tasks import task_backends
 from later_django.worker.runner import Worker, WorkerOptions
 from later_django.worker.supervisor import supervise
 
