@@ -6,7 +6,8 @@ PY          := $(VENV)/bin/python
 PYTHON_FIND := bin/find-python
 SRC         := later_django tests example_project bench chaos
 
-.PHONY: venv test test-sqlite test-postgres lint format demo clean chaos chaos-long chaos-soak
+.PHONY: venv test test-sqlite test-postgres lint format demo clean chaos chaos-long chaos-soak \
+	build matrix
 
 $(VENV)/.installed: pyproject.toml
 	@interp=$$($(PYTHON_FIND)) || exit 1; \
@@ -37,6 +38,21 @@ format: venv
 	$(PY) -m ruff check --fix $(SRC)
 	$(PY) -m ruff format $(SRC)
 
+# The sdist and the wheel in dist/, checked as a package index checks them (twine check);
+# tests/packaging checks their contents and installs the wheel (docs/testing.md).
+build: venv
+	rm -rf dist
+	$(PY) -m build --outdir dist
+	$(PY) -m twine check --strict dist/*
+
+# The oldest and newest corners of the supported versions, each in its own .venv-<corner>:
+# Django 5.2 (with django-tasks) on Python 3.12 and Django 6.1 on Python 3.13. Any corner:
+# bin/matrix dj60-py313; the whole matrix: tox (tox.ini). See docs/testing.md.
+MATRIX_CORNERS ?= dj52-py312 dj61-py313
+
+matrix:
+	@for corner in $(MATRIX_CORNERS); do bin/matrix $$corner || exit 1; done
+
 # The black-box fault suite (docs/reliability.md): real workers, SQLite and PostgreSQL
 # (throwaway clusters for restarts, bloat and connection limits). `chaos` is the short
 # profile (under ~8 minutes), `chaos-long` several times longer, `chaos-soak` a soak of
@@ -58,4 +74,4 @@ demo: venv
 	@bin/demo
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache test-output
+	rm -rf $(VENV) .venv-dj* .pytest_cache .ruff_cache test-output dist

@@ -395,9 +395,9 @@ def _drain_figures(
 
 def run_latency(system: str, options: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
     from django.db import transaction
-    from django.tasks import TaskResultStatus
 
     from bench.bench_project.tasks import stamp
+    from later_django.compat.tasks import TaskResultStatus
 
     jobs, rate = options.latency_jobs, options.latency_rate
     workers = start_workers(system, options, log_dir)

@@ -111,9 +111,8 @@ def _record_view(job_id: str) -> dict[str, Any]:
 
 
 def _results(options: argparse.Namespace) -> None:
-    from django.tasks.exceptions import TaskResultDoesNotExist
-
     from chaos.tasks import ledger
+    from later_django.compat.tasks import TaskResultDoesNotExist
 
     view: dict[str, Any] = {}
     for path in options.ids:

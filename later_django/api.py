@@ -13,10 +13,8 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.tasks import Task, TaskResult
-from django.tasks.exceptions import InvalidTask
-
 from later_django.backend import LaterBackend
+from later_django.compat.tasks import InvalidTask, Task, TaskResult
 from later_django.conf import later_settings
 from later_django.core.topics import key_bytes
 from later_django.engine import recurring

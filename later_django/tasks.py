@@ -15,9 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.tasks import Task
-from django.tasks.exceptions import InvalidTask
-
+from later_django.compat.tasks import InvalidTask, Task
 from later_django.core.retry import RetryPolicy
 
 

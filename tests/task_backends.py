@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from asgiref.local import Local
-from django.tasks import task_backends
 from django.test import override_settings
+
+from later_django.compat.tasks import task_backends
 
 LATER_BACKEND = "later_django.backend.LaterBackend"
 

@@ -10,11 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connections
-from django.tasks import TaskResultStatus, default_task_backend, task
-from django.tasks.signals import task_finished
 from django.test import override_settings
 
 from later_django.api import continue_with, enqueue_many, enqueue_to_partition
+from later_django.compat.tasks import TaskResultStatus, default_task_backend, task, task_finished
 from later_django.conf import later_settings
 from later_django.engine import metrics
 from later_django.testing import run_jobs

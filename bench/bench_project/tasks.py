@@ -2,7 +2,7 @@
 
 import time
 
-from django.tasks import task
+from later_django.compat.tasks import task
 
 
 @task

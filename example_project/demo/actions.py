@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from django.db import transaction
-from django.tasks import TaskResult
 
 from demo import tasks
 from demo.models import DemoJob
 from later_django.api import continue_with, enqueue_many, enqueue_to_partition
+from later_django.compat.tasks import TaskResult
 from later_django.conf import later_settings
 
 BURST_SIZE = 1_000

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.tasks import default_task_backend
-from django.tasks.exceptions import TaskResultDoesNotExist
-
 from demo.models import DemoJob
+from later_django.compat.tasks import TaskResultDoesNotExist, default_task_backend
 from later_django.conf import later_settings
 from later_django.engine.recurring import list_recurring
 from later_django.storage.stores import stores_for

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from django.tasks import TaskContext, task
+from later_django.compat.tasks import TaskContext, task
 
 #: Seconds each chain step and order job pretends to work, so stages are visible.
 STEP_SECONDS = 0.5

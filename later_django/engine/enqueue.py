@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from django.db import transaction
-from django.tasks import Task, TaskResult
 
+from later_django.compat.tasks import Task, TaskResult
 from later_django.conf import LaterSettings, later_settings
 from later_django.core import stages
 from later_django.core.clock import now_ms

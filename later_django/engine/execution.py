@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.tasks import Task
 
+from later_django.compat.tasks import Task
 from later_django.conf import LaterSettings
 from later_django.core import stages
 from later_django.core.clock import now_ms

@@ -26,9 +26,8 @@ from typing import Any
 
 from croniter import CroniterError
 from django.db import DatabaseError, transaction
-from django.tasks import Task
-from django.tasks.exceptions import InvalidTask
 
+from later_django.compat.tasks import InvalidTask, Task
 from later_django.core import clock
 from later_django.core.keys import (
     parse_recurring_due_key,

@@ -7,9 +7,9 @@ is refused, so a crafted record cannot make a worker call arbitrary code.
 
 from __future__ import annotations
 
-from django.tasks import Task
 from django.utils.module_loading import import_string
 
+from later_django.compat.tasks import Task
 from later_django.exceptions import UnregisteredTaskError
 
 _resolved: dict[str, Task] = {}

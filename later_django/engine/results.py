@@ -16,9 +16,7 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
-from django.tasks import Task, TaskResult, TaskResultStatus
-from django.tasks.base import TaskError
-
+from later_django.compat.tasks import Task, TaskError, TaskResult, TaskResultStatus
 from later_django.core import stages
 from later_django.core.records import JobRecord
 

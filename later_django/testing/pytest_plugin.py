@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from datetime import datetime
 
 import pytest
-from django.tasks import Task, TaskResult
 
+from later_django.compat.tasks import Task, TaskResult
 from later_django.testing.runs import DEFAULT_MAX_JOBS, run_jobs
 
 

@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.tasks import Task, TaskResult
 from django.utils.crypto import get_random_string
 
+from later_django.compat.tasks import Task, TaskResult
 from later_django.conf import LaterSettings, later_settings
 from later_django.core import stages
 from later_django.core.clock import now_ms

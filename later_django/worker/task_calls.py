@@ -15,9 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import close_old_connections
-from django.tasks import Task, TaskContext, TaskResult
-from django.tasks.signals import task_finished, task_started
 
+from later_django.compat.tasks import Task, TaskContext, TaskResult, task_finished, task_started
 from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.payload import json_compatible

@@ -79,7 +79,7 @@ def test_every_button_enqueues_jobs_that_a_worker_runs_to_success(
 
 ORDER_CHECK = """
 import json
-from django.tasks import default_task_backend
+from later_django.compat.tasks import default_task_backend
 from demo.models import DemoJob
 started = {}
 for job in DemoJob.objects.filter(label="order"):

@@ -6,8 +6,7 @@ count the attempts that really called it.
 
 from __future__ import annotations
 
-from django.tasks import task
-
+from later_django.compat.tasks import task
 from tests.engine.tasks import append_line, read_lines
 
 

@@ -6,8 +6,8 @@ import time
 from collections.abc import Iterable, Sequence
 
 from django.db import connections
-from django.tasks import TaskResult, default_task_backend
 
+from later_django.compat.tasks import TaskResult, default_task_backend
 from later_django.worker.runner import Worker, WorkerOptions
 
 NAMESPACE = "default"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from django.tasks import task
+from later_django.compat.tasks import task
 
 
 class Boom(Exception):

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.tasks import TaskResultStatus
-from django.tasks.exceptions import TaskResultDoesNotExist
 from django.test import override_settings
 
 from later_django.api import enqueue_many
+from later_django.compat.tasks import TaskResultDoesNotExist, TaskResultStatus
 from tests.engine import tasks
 from tests.engine.support import result, run_burst
 

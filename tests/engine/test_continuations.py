@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from django.db import connections, transaction
-from django.tasks import TaskResultStatus
 
 from later_django.api import ParentNotFound, continue_with
+from later_django.compat.tasks import TaskResultStatus
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import (

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from django.tasks import TaskResultStatus
 
 from later_django.api import enqueue_many
+from later_django.compat.tasks import TaskResultStatus
 from later_django.core.clock import now_ms
 from later_django.engine import metrics
 from later_django.storage.stores import stores_for

@@ -6,9 +6,9 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.tasks import TaskResultStatus
 from django.utils import timezone
 
+from later_django.compat.tasks import TaskResultStatus
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst

@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 from django.db import connections
-from django.tasks import TaskResultStatus
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from later_django.api import enqueue_many
+from later_django.compat.tasks import TaskResultStatus
 from later_django.engine import metrics
 from later_django.storage.stores import stores_for
 from tests.engine import tasks

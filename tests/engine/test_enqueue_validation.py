@@ -7,10 +7,9 @@ from decimal import Decimal
 
 import pytest
 from django.db import connections, transaction
-from django.tasks import TaskResultStatus
-from django.tasks.exceptions import InvalidTask
 
 from later_django.api import enqueue_many
+from later_django.compat.tasks import InvalidTask, TaskResultStatus
 from tests.engine import tasks
 from tests.engine.support import no_rows, result, row_counts
 

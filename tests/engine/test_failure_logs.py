@@ -10,9 +10,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from django.tasks import TaskResultStatus
-from django.tasks.signals import task_finished
 
+from later_django.compat.tasks import TASKS_LOGGER_NAME, TaskResultStatus, task_finished
 from later_django.conf import later_settings
 from later_django.core.keys import job_key
 from later_django.core.records import decode_record
@@ -28,7 +27,7 @@ RETRY_LINE = "attempt {n} of 3 failed with ValueError('flaky'); next run at "
 
 
 def django_task_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [line for line in caplog.records if line.name == "django.tasks"]
+    return [line for line in caplog.records if line.name == TASKS_LOGGER_NAME]
 
 
 def retry_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -242,6 +241,6 @@ def test_a_later_worker_process_writes_a_failed_jobs_traceback_to_stderr(
     assert burst.wait_exit(30) == 0, burst.describe()
     assert result(enqueued.id).status == TaskResultStatus.FAILED
     log = burst.log()
-    assert f" django.tasks ERROR Task id={enqueued.id} " in log, log
+    assert f" {TASKS_LOGGER_NAME} ERROR Task id={enqueued.id} " in log, log
     assert "Traceback (most recent call last):" in log, log
     assert "raise ValueError(message)" in log and "ValueError: no luck" in log, log

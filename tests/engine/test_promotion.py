@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
-from django.tasks import TaskResultStatus
 from django.test import override_settings
 from django.utils import timezone
 
 from later_django.api import enqueue_many
+from later_django.compat.tasks import TaskResultStatus
 from later_django.conf import setting_problems
 from later_django.core.clock import now_ms
 from later_django.core.keys import due_scan_bounds

@@ -8,9 +8,8 @@ Names starting with ``RESERVED_PREFIX`` belong to later_django, whatever
 from __future__ import annotations
 
 import pytest
-from django.tasks import TaskResultStatus
-from django.tasks.exceptions import InvalidTask
 
+from later_django.compat.tasks import InvalidTask, TaskResultStatus
 from later_django.core.keys import RESERVED_PREFIX, job_key
 from later_django.core.records import decode_record
 from later_django.storage.stores import stores_for

@@ -9,11 +9,15 @@ from pathlib import Path
 
 import pytest
 from django.db import connections
-from django.tasks import TaskResultStatus, task_backends
-from django.tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
 from django.utils import timezone
 
 from later_django.api import continue_with
+from later_django.compat.tasks import (
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+    TaskResultStatus,
+    task_backends,
+)
 from later_django.conf import later_settings
 from later_django.engine.execution import Outcome, finish_and_continue, start_batch
 from later_django.storage.stores import stores_for

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 from django.db import connections, transaction
-from django.tasks import TaskResultStatus
-from django.tasks.exceptions import TaskResultDoesNotExist
 from django.test import override_settings
 
+from later_django.compat.tasks import TaskResultDoesNotExist, TaskResultStatus
 from later_django.core.clock import now_ms
 from later_django.core.keys import job_key
 from later_django.storage.postgres.listener import listening_connection

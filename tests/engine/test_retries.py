@@ -6,9 +6,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.tasks import TaskResultStatus
 from django.test import override_settings
 
+from later_django.compat.tasks import TaskResultStatus
 from later_django.storage.stores import stores_for
 from tests.engine import failure_tasks, tasks
 from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished

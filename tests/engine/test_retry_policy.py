@@ -9,11 +9,10 @@ import random
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
-from django.tasks import task
-from django.tasks.exceptions import InvalidTask
 from django.test import override_settings
 
 from later_django.checks import check_later_settings
+from later_django.compat.tasks import InvalidTask, task
 from later_django.conf import later_settings
 from later_django.core.retry import RetryPolicy
 from tests.engine import tasks

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.tasks import TaskResultStatus
 
+from later_django.compat.tasks import TaskResultStatus
 from tests.engine import tasks
 from tests.engine.support import run_burst, run_until_finished
 

@@ -7,12 +7,16 @@ from datetime import timedelta
 
 import pytest
 from django.db import connections, transaction
-from django.tasks import TaskResultStatus
-from django.tasks.exceptions import TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 
 from later_django.api import continue_with, enqueue_many
+from later_django.compat.tasks import (
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, no_rows, result, row_counts, run_burst

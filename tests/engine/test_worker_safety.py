@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from django.db import connections
-from django.tasks import TaskResultStatus
 from django.test import override_settings
 
 from later_django.api import enqueue_many
+from later_django.compat.tasks import TaskResultStatus
 from later_django.conf import later_settings
 from later_django.core.keys import job_key
 from later_django.core.records import decode_record

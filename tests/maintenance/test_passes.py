@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 from django.db import connections
-from django.tasks import TaskResultStatus
 from django.test import override_settings
 from django.utils import timezone
 
+from later_django.compat.tasks import TaskResultStatus
 from later_django.core.clock import MINUTE_MS, minute_bucket, now_ms
 from later_django.core.keys import pass_lease_key
 from later_django.maintenance import PassContext, purge, queue_sample, sweep

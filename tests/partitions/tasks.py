@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from django.tasks import task
+from later_django.compat.tasks import task
 
 # The worker tests' line log; re-exported so the partition tests read ``tasks.read_lines``.
 from tests.worker.tasks import append_line, read_lines

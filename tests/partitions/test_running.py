@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from django.db import connections
-from django.tasks import TaskResultStatus
 from django.test import override_settings
 
 from later_django.api import continue_with, enqueue_to_partition
+from later_django.compat.tasks import TaskResultStatus
 from later_django.conf import later_settings
 from later_django.core.clock import now_ms
 from later_django.core.topics import partition_for_key

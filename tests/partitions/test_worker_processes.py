@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.tasks import TaskResult
 
+from later_django.compat.tasks import TaskResult
 from later_django.core.clock import now_ms
 from later_django.engine import metrics
 from tests.partitions import tasks

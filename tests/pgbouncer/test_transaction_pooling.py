@@ -13,9 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.tasks import TaskResultStatus
-from django.tasks.exceptions import TaskResultDoesNotExist
 
+from later_django.compat.tasks import TaskResultDoesNotExist, TaskResultStatus
 from later_django.overview import STAGES
 from tests.pgbouncer.conftest import start_pooled_worker
 from tests.worker import tasks

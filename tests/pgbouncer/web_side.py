@@ -98,8 +98,7 @@ def paced_enqueue(path: str, labels: list[str], pause: float) -> dict[str, float
 
 def results(ids: list[str]) -> dict[str, Any]:
     """``get_result`` of each job: its status and (once successful) return value, by id."""
-    from django.tasks import TaskResultStatus
-
+    from later_django.compat.tasks import TaskResultStatus
     from tests.worker.tasks import record
 
     found = {job_id: record.get_result(job_id) for job_id in ids}

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import time
 
-from django.tasks import TaskContext, task
-
+from later_django.compat.tasks import TaskContext, task
 from later_django.conf import later_settings
 from later_django.core.keys import job_key
 from later_django.core.records import decode_record

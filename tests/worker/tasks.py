@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from django.tasks import TaskContext, task
+from later_django.compat.tasks import TaskContext, task
 
 
 def append_line(path: str, entry: dict[str, Any]) -> None:

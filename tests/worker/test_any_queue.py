@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.tasks import TaskResultStatus
 
+from later_django.compat.tasks import TaskResultStatus
 from tests.task_backends import any_queue_backends, tasks_setting
 from tests.worker import tasks
 from tests.worker.test_worker_process import (

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 from django.db import connections, transaction
-from django.tasks import TaskResult
 from django.test import override_settings
 
 from later_django.api import enqueue_many
+from later_django.compat.tasks import TaskResult
 from later_django.conf import later_settings
 from later_django.core import stages
 from later_django.engine.execution import record_lost_attempts, start_batch

@@ -25,11 +25,10 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import connections, transaction
-from django.tasks import TaskResult, TaskResultStatus
-from django.tasks.exceptions import TaskResultDoesNotExist
 from django.test import override_settings
 
 from later_django.api import enqueue_many
+from later_django.compat.tasks import TaskResult, TaskResultDoesNotExist, TaskResultStatus
 from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.keys import job_key, undecodable_key

@@ -20,10 +20,10 @@ import django
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
-from django.tasks import task_backends
 
 from later_django import __version__
 from later_django.backend import LaterBackend
+from later_django.compat.tasks import TASKS_LOGGER_NAME, task_backends
 from later_django.conf import later_settings
 from later_django.core.keys import RESERVED_PREFIX, is_reserved
 from later_django.exceptions import TablesMissing
@@ -90,7 +90,7 @@ def _log_to_stderr_unless_configured() -> None:
     )
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
-    tasks_logger = logging.getLogger("django.tasks")
+    tasks_logger = logging.getLogger(TASKS_LOGGER_NAME)
     if not settings.LOGGING and not settings.DEBUG and not tasks_logger.handlers:
         failures = logging.StreamHandler()
         failures.setFormatter(handler.formatter)
