@@ -16,8 +16,9 @@ composed at run time repeats a fixed group of placeholders (SQLite's multi-row
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -70,10 +71,12 @@ class WakeChannel(Protocol):
         ...
 
 
-def prefix_placeholders(sql: str, prefix: str, keep: Set[str] = frozenset()) -> str:
+@functools.lru_cache(maxsize=1024)
+def prefix_placeholders(sql: str, prefix: str, keep: frozenset[str] = frozenset()) -> str:
     """``sql`` with every ``%(name)s`` not in ``keep`` renamed ``%(<prefix>name)s``:
     how statements with clashing names are joined into one (a fixed rewrite of
-    fixed text, never of values)."""
+    fixed text, never of values). Cached: the statements are the query classes'
+    own text, so a worker or a web process rewrites each one once."""
 
     def rename(match: re.Match[str]) -> str:
         name = match.group(1)

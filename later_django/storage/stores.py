@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from importlib import import_module
 
 from django.db import connections
 
@@ -34,20 +35,28 @@ from later_django.storage.ports import (
     TopicPort,
     UpkeepPort,
 )
-
-# The vendor query modules register their statements with their driver on import.
-from later_django.storage.postgres import PostgresDriver
-from later_django.storage.postgres import queries as _postgres_queries  # noqa: F401
 from later_django.storage.queue import SqlDeliveryQueue
-from later_django.storage.sqlite import SqliteDriver
-from later_django.storage.sqlite import queries as _sqlite_queries  # noqa: F401
 from later_django.storage.topics import TopicStore
 from later_django.storage.upkeep import UpkeepStore
 
-_DRIVERS: dict[str, type[Driver]] = {
-    PostgresDriver.vendor: PostgresDriver,
-    SqliteDriver.vendor: SqliteDriver,
+#: Each supported vendor's driver: its package and class. The package and its
+#: ``queries`` (whose modules register their statements with the driver) are
+#: imported when an alias of that vendor is first used, so a process that only
+#: talks to SQLite never loads the PostgreSQL statements, nor the other way round.
+_DRIVERS: dict[str, tuple[str, str]] = {
+    "postgresql": ("later_django.storage.postgres", "PostgresDriver"),
+    "sqlite": ("later_django.storage.sqlite", "SqliteDriver"),
 }
+
+
+@cache
+def driver_class(vendor: str) -> type[Driver]:
+    """The driver class of ``vendor``, its statements registered; ``KeyError`` for a
+    vendor later_django does not support."""
+    package, name = _DRIVERS[vendor]
+    import_module(f"{package}.queries")
+    driver: type[Driver] = getattr(import_module(package), name)
+    return driver
 
 
 @cache
@@ -56,7 +65,7 @@ def driver_for(using: str) -> Driver:
     ``LookupError`` naming the vendor when later_django does not support it."""
     vendor = connections[using].vendor
     try:
-        return _DRIVERS[vendor](using)
+        return driver_class(vendor)(using)
     except KeyError:
         raise LookupError(
             f"database {using!r} is {vendor!r}; later_django supports {sorted(_DRIVERS)}"

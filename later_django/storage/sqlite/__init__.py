@@ -58,27 +58,45 @@ class PositionalRows:
 
     def params(self, rows: Sequence[Params], shared: Params) -> list[Any]:
         """The values in placeholder order; a row-group name the rows lack is shared
-        (every row has the same fields). One ``itemgetter`` call per row: this runs
-        for every value of a batch."""
+        (every row has the same fields). Per row: one ``itemgetter`` call and one
+        ``extend`` per run of row fields or of shared values (this runs for every
+        value of a batch)."""
         values = [shared[name] for name in self.head_names]
         if rows:
-            source = {**shared, **rows[0]}
             fields = [name for name in self.row_names if name in rows[0]]
-            template = [source[name] for name in self.row_names]
-            slots = [index for index, name in enumerate(self.row_names) if name in rows[0]]
             pick = itemgetter(*fields) if fields else None
+            runs = self._runs(rows[0], shared)
             for row in rows:
                 picked = pick(row) if pick is not None else ()
                 if len(fields) == 1:
                     picked = (picked,)
-                if len(slots) == len(template):
+                if runs is None:
                     values += picked
-                else:
-                    filled = list(template)
-                    for slot, value in zip(slots, picked, strict=True):
-                        filled[slot] = value
-                    values += filled
+                    continue
+                for run in runs:
+                    values += run if isinstance(run, tuple) else picked[run]
         return values + [shared[name] for name in self.tail_names]
+
+    def _runs(self, first: Params, shared: Params) -> list[tuple[Any, ...] | slice] | None:
+        """The row group as runs: a tuple of shared values, or a slice of the picked
+        row fields; ``None`` when every name of the group is a row field."""
+        if all(name in first for name in self.row_names):
+            return None
+        runs: list[tuple[Any, ...] | slice] = []
+        picked = 0
+        for name in self.row_names:
+            is_field = name in first
+            if is_field:
+                if runs and isinstance(runs[-1], slice):
+                    runs[-1] = slice(runs[-1].start, picked + 1)
+                else:
+                    runs.append(slice(picked, picked + 1))
+                picked += 1
+            elif runs and isinstance(runs[-1], tuple):
+                runs[-1] = (*runs[-1], shared[name])
+            else:
+                runs.append((shared[name],))
+        return runs
 
 
 def _positional(text: str) -> tuple[str, tuple[str, ...]]:
