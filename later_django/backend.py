@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from later_django.compat.tasks import (
     BaseTaskBackend,
@@ -44,7 +44,7 @@ from later_django.engine.registry import resolve_task
 from later_django.engine.results import task_result
 from later_django.exceptions import RecordDecodeError, UnregisteredTaskError
 from later_django.storage.stores import stores_for
-from later_django.storage.tables import naming_missing_tables
+from later_django.storage.tables import raise_if_tables_missing
 from later_django.tasks import LaterTask
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -106,10 +106,13 @@ class LaterBackend(BaseTaskBackend):
         """Writes ``jobs`` in one transaction; sends ``task_enqueued`` for each on commit.
         Raises ``TablesMissing`` when later_django's migrations were not applied."""
         settings = later_settings()
-        with naming_missing_tables(settings.database):
+        try:
             records = enqueue_jobs(
                 jobs, stores=stores_for(settings.database), namespace=settings.namespace
             )
+        except DatabaseError as error:  # not a context manager: this is every enqueue's path
+            raise_if_tables_missing(settings.database, error)
+            raise
         results = [task_result(record, task) for record, task in zip(records, tasks, strict=True)]
 
         def announce() -> None:

@@ -141,8 +141,11 @@ def _write_new(
             record.topic, record.partition_id = placement
             record.sequence = next(sequences)
         records.append(record)
-        parent = parents.get(job.parent_job_id) if job.parent_job_id is not None else None
-        _place(writes, record, job, parent, placement is not None, now, settings)
+        if job.parent_job_id is None:  # the common case, inlined: this runs per job
+            moves.place_new(writes, record, now)
+        else:
+            parent = parents.get(job.parent_job_id)
+            _place(writes, record, job, parent, placement is not None, now, settings)
     writes.on_commit(metrics.flush_if_due)
     commit(writes, stores)
     return records

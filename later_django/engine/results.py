@@ -42,14 +42,20 @@ def job_task(record: JobRecord, task: Task) -> Task:
     ``task`` itself when they already match. Otherwise a copy that is not validated
     again: the job was validated when it was enqueued, and a read must not fail because
     ``TASKS`` changed since (a queue no longer listed, a backend alias removed)."""
+    run_after = _when(record.run_after_ms)
+    if (
+        task.queue_name == record.queue_name
+        and task.priority == record.priority
+        and task.run_after == run_after
+        and task.backend == record.backend
+    ):
+        return task
     stored: dict[str, Any] = {
         "queue_name": record.queue_name,
         "priority": record.priority,
-        "run_after": _when(record.run_after_ms),
+        "run_after": run_after,
         "backend": record.backend,
     }
-    if all(getattr(task, name) == value for name, value in stored.items()):
-        return task
     # dataclasses.replace() would run Task.__post_init__, i.e. the backend's validation.
     restored = object.__new__(type(task))
     for each in fields(task):

@@ -49,6 +49,10 @@ PublishGroup = tuple[str, int, int | None]
 _POSITIONAL = re.compile(r"(?<!%)%s")
 
 
+#: The storage operations a combined statement writes (tuple: isinstance is faster).
+_COMBINABLE_OPERATIONS = (Set, Delete, RangeClear)
+
+
 @dataclass
 class WriteBatch:
     """Writes for jobs of ``namespace`` that commit together (see the module)."""
@@ -86,7 +90,7 @@ class WriteBatch:
         from and written to the index (a statement may not touch a row twice)."""
         if self.nacks:
             return False
-        if any(not isinstance(op, Set | Delete | RangeClear) for op in self.operations):
+        if any(not isinstance(op, _COMBINABLE_OPERATIONS) for op in self.operations):
             return False
         removed = {c.job_id for c in self.index_changes if isinstance(c, JobIndexRemove)}
         upserted = {c.row.job_id for c in self.index_changes if isinstance(c, JobIndexUpsert)}
