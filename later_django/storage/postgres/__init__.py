@@ -34,7 +34,8 @@ def _columns(rows: Sequence[Params], shared: Params | None) -> dict[str, Any]:
 
 class PostgresDriver(Driver):
     vendor: ClassVar[str] = "postgresql"
-    #: Filled by later_django.storage.postgres.queries (imported by stores.py).
+    #: Filled by later_django.storage.postgres.queries, which stores.driver_class imports
+    #: when an alias of this vendor is first used.
     query_classes: ClassVar[dict[type, type]] = {}
 
     def cursor(self) -> Any:

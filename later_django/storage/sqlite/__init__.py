@@ -112,7 +112,8 @@ def positional_rows(statement: RowsStatement) -> PositionalRows:
 
 class SqliteDriver(Driver):
     vendor: ClassVar[str] = "sqlite"
-    #: Filled by later_django.storage.sqlite.queries (imported by stores.py).
+    #: Filled by later_django.storage.sqlite.queries, which stores.driver_class imports
+    #: when an alias of this vendor is first used.
     query_classes: ClassVar[dict[type, type]] = {}
 
     def execute_rows(
