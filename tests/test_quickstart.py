@@ -206,8 +206,8 @@ def database_settings(db_alias: str) -> Iterator[str]:
 
 @pytest.mark.skipif(
     django.VERSION < (6, 0),
-    reason="the quickstart is written for Django 6.x; its section for Django 5.2 names the "
-    "two lines that differ there (the django_tasks import, EMAIL_BACKEND)",
+    reason="the quickstart is written for Django 6.x; its section 'On Django 5.2' names the "
+    "three lines that differ there (the django52 extra, the django_tasks import, EMAIL_BACKEND)",
 )
 def test_the_quickstart_runs_as_written_in_a_fresh_project(
     db_alias: str, database_settings: str, tmp_path: Path
