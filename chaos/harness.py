@@ -196,7 +196,7 @@ class Run:
         self.agent("results", "--out", str(out), "--ids", *ids, "--records", *records)
         view = json.loads(out.read_text())
         self.ledger.refresh()
-        self.faults.kills.extend(self.ledger.exits)
+        self.faults.exits.extend(self.ledger.exits)
         self.stats = stats
         self._count(view)
         return view
