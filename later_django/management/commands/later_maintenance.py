@@ -31,9 +31,9 @@ from later_django.conf import later_settings
 from later_django.engine.recurring import sync_configured_recurring
 from later_django.maintenance import PassRunner, registered_passes
 from later_django.maintenance.recurring import RECURRING
-from later_django.management.commands.later_worker import (
-    _log_to_stderr_unless_configured,
+from later_django.management.common import (
     later_django_version,
+    log_to_stderr_unless_configured,
     refuse_missing_tables,
 )
 from later_django.storage.stores import stores_for
@@ -84,7 +84,7 @@ class Command(BaseCommand):
         return later_django_version()
 
     def handle(self, *args: Any, **options: Any) -> None:
-        _log_to_stderr_unless_configured()
+        log_to_stderr_unless_configured()
         settings = later_settings()
         refuse_missing_tables(settings.database)
         names = options["passes"]

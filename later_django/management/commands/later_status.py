@@ -16,7 +16,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from later_django.exceptions import TablesMissing
-from later_django.management.commands.later_worker import later_django_version
+from later_django.management.common import later_django_version
 from later_django.overview import (
     LIVE_WORKER_MS,
     Overview,

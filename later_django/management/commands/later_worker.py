@@ -11,23 +11,21 @@ is ready), ``--max-jobs N`` (per process), ``--shutdown-timeout S``,
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import sys
 from typing import Any
 
-import django
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import DatabaseError
 
-from later_django import __version__
 from later_django.backend import LaterBackend
-from later_django.compat.tasks import TASKS_LOGGER_NAME, task_backends
+from later_django.compat.tasks import task_backends
 from later_django.conf import later_settings
 from later_django.core.keys import RESERVED_PREFIX, is_reserved
-from later_django.exceptions import TablesMissing
-from later_django.storage.tables import missing_tables
+from later_django.management.common import (
+    later_django_version,
+    log_to_stderr_unless_configured,
+    refuse_missing_tables,
+)
 from later_django.worker.runner import Worker, WorkerOptions
 from later_django.worker.supervisor import supervise
 
@@ -68,46 +66,6 @@ def chosen_queues(requested: list[str] | None) -> list[str] | None:
             f"(known: {', '.join(known or [])}; QUEUES: [] allows any name)"
         )
     return list(dict.fromkeys(requested))
-
-
-def later_django_version() -> str:
-    """What ``--version`` prints for later_django's commands (Django's own says only
-    Django's version)."""
-    return f"later_django {__version__} (Django {django.get_version()})"
-
-
-def _log_to_stderr_unless_configured() -> None:
-    """Without a LOGGING configuration for it, the ``later_django`` logger writes
-    INFO and above to stderr, and ``django.tasks`` its ERROR lines (a failed job,
-    with its traceback); Django's per-task INFO lines stay silent. With ``DEBUG``
-    Django's own console handler already shows ``django.tasks``."""
-    logger = logging.getLogger("later_django")
-    if logger.handlers or logging.getLogger().handlers:
-        return
-    handler = logging.StreamHandler()
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
-    )
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    tasks_logger = logging.getLogger(TASKS_LOGGER_NAME)
-    if not settings.LOGGING and not settings.DEBUG and not tasks_logger.handlers:
-        failures = logging.StreamHandler()
-        failures.setFormatter(handler.formatter)
-        failures.setLevel(logging.ERROR)
-        tasks_logger.addHandler(failures)
-
-
-def refuse_missing_tables(using: str) -> None:
-    """At a command's start: ``CommandError`` ("run manage.py migrate") when
-    later_django's tables are absent from ``using``, instead of retrying "no such
-    table" forever. A database that does not answer is left to the retries."""
-    try:
-        missing = missing_tables(using)
-    except DatabaseError:
-        return
-    if missing:
-        raise CommandError(str(TablesMissing(using, missing)))
 
 
 def _positive(kind: type) -> Any:
@@ -177,7 +135,7 @@ class Command(BaseCommand):
         return later_django_version()
 
     def handle(self, *args: Any, **options: Any) -> None:
-        _log_to_stderr_unless_configured()
+        log_to_stderr_unless_configured()
         refuse_missing_tables(later_settings().database)
         worker_options = WorkerOptions(
             queues=chosen_queues(options["queues"]),

@@ -1,0 +1,56 @@
+"""What later_django's management commands share: their ``--version`` text, their
+default logging, and the missing-tables check they make at start."""
+
+from __future__ import annotations
+
+import logging
+
+import django
+from django.conf import settings
+from django.core.management.base import CommandError
+from django.db import DatabaseError
+
+from later_django import __version__
+from later_django.compat.tasks import TASKS_LOGGER_NAME
+from later_django.exceptions import TablesMissing
+from later_django.storage.tables import missing_tables
+
+
+def later_django_version() -> str:
+    """What ``--version`` prints for later_django's commands (Django's own says only
+    Django's version)."""
+    return f"later_django {__version__} (Django {django.get_version()})"
+
+
+def log_to_stderr_unless_configured() -> None:
+    """Without a LOGGING configuration for it, the ``later_django`` logger writes
+    INFO and above to stderr, and ``django.tasks`` its ERROR lines (a failed job,
+    with its traceback); Django's per-task INFO lines stay silent. With ``DEBUG``
+    Django's own console handler already shows ``django.tasks``."""
+    logger = logging.getLogger("later_django")
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+    )
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    tasks_logger = logging.getLogger(TASKS_LOGGER_NAME)
+    if not settings.LOGGING and not settings.DEBUG and not tasks_logger.handlers:
+        failures = logging.StreamHandler()
+        failures.setFormatter(handler.formatter)
+        failures.setLevel(logging.ERROR)
+        tasks_logger.addHandler(failures)
+
+
+def refuse_missing_tables(using: str) -> None:
+    """At a command's start: ``CommandError`` ("run manage.py migrate") when
+    later_django's tables are absent from ``using``, instead of retrying "no such
+    table" forever. A database that does not answer is left to the retries."""
+    try:
+        missing = missing_tables(using)
+    except DatabaseError:
+        return
+    if missing:
+        raise CommandError(str(TablesMissing(using, missing)))
