@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 from later_django.backend import LaterBackend
 from later_django.compat.tasks import InvalidTask, Task, TaskResult
@@ -53,28 +53,37 @@ def _later_backend(task: Task) -> LaterBackend:
     return backend
 
 
+@overload
 def enqueue_many(
-    task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]
-) -> list[TaskResult]:
+    task: Task,
+    calls: Iterable[tuple[Sequence[Any], dict[str, Any]]],
+    *,
+    ids_only: Literal[False] = False,
+) -> list[TaskResult]: ...
+
+
+@overload
+def enqueue_many(
+    task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]], *, ids_only: Literal[True]
+) -> list[str]: ...
+
+
+def enqueue_many(
+    task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]], *, ids_only: bool = False
+) -> list[TaskResult] | list[str]:
     """Enqueues one job of ``task`` per ``(args, kwargs)`` in ``calls``, in one
     transaction with one statement per table for the whole batch.
 
     Every call is validated first; one bad argument raises (naming its position)
-    and nothing is written.
+    and nothing is written. Returns the jobs' ``TaskResult`` values, in order, and
+    sends ``task_enqueued`` for each when the transaction commits; with
+    ``ids_only=True`` it returns their ids instead and builds no ``TaskResult``, so
+    it sends no ``task_enqueued`` either (the lean path for large batches).
     """
     backend = _later_backend(task)
-    jobs = []
-    for position, call in enumerate(calls):
-        try:
-            args, kwargs = call
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"enqueue_many call {position} must be an (args, kwargs) pair, got {call!r}"
-            ) from None
-        try:
-            jobs.append(backend.new_job(task, args, kwargs))
-        except TypeError as error:
-            raise TypeError(f"enqueue_many call {position}: {error}") from None
+    jobs = backend.new_jobs(task, calls)
+    if ids_only:
+        return backend.write_job_ids(jobs)
     return backend.write_jobs([task] * len(jobs), jobs)
 
 

@@ -21,7 +21,7 @@ job that has not started ``enqueue(...) == get_result(result.id)``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,7 +38,7 @@ from later_django.compat.tasks import (
 from later_django.conf import later_settings
 from later_django.core.keys import RESERVED_PREFIX, is_reserved, job_key
 from later_django.core.payload import json_compatible
-from later_django.core.records import decode_record
+from later_django.core.records import JobRecord, decode_record
 from later_django.engine.enqueue import NewJob, enqueue_jobs
 from later_django.engine.registry import resolve_task
 from later_django.engine.results import task_result
@@ -47,6 +47,9 @@ from later_django.storage.stores import stores_for
 from later_django.storage.tables import raise_if_tables_missing
 from later_django.tasks import LaterTask
 
+#: Makes one job of a task from (args, kwargs, parent job id, run_on).
+JobMaker = Callable[[Sequence[Any], dict[str, Any], str | None, str | None], NewJob]
+_MAKERS_KEPT = 256
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
 
@@ -88,31 +91,79 @@ class LaterBackend(BaseTaskBackend):
         (an argument that is not JSON-compatible), naming the value.
         """
         self.validate_task(task)
+        return self._job_of(task)(args, kwargs, parent_job_id, run_on)
+
+    def new_jobs(
+        self, task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]
+    ) -> list[NewJob]:
+        """:meth:`new_job` for every ``(args, kwargs)`` of ``calls``, ``task`` validated
+        once (what ``enqueue_many`` writes). ``TypeError`` names the call's position
+        (a call that is not an ``(args, kwargs)`` pair, or a value JSON cannot hold)."""
+        self.validate_task(task)
+        job_of = self._job_of(task)
+        jobs = []
+        for position, call in enumerate(calls):
+            try:
+                args, kwargs = call
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"enqueue_many call {position} must be an (args, kwargs) pair, got {call!r}"
+                ) from None
+            try:
+                jobs.append(job_of(args, kwargs, None, None))
+            except TypeError as error:
+                raise TypeError(f"enqueue_many call {position}: {error}") from None
+        return jobs
+
+    def _job_of(self, task: Task) -> JobMaker:
+        """A maker of ``task``'s jobs (validated already): what every job of the task
+        shares is worked out once per task (kept for the last ``_MAKERS_KEPT`` tasks
+        seen), the arguments checked per call."""
+        try:
+            return self._makers[task]
+        except AttributeError:
+            self._makers: dict[Task, JobMaker] = {}
+        except KeyError:
+            pass
+        except TypeError:  # a task whose fields cannot be hashed: made afresh
+            return self._new_maker(task)
+        if len(self._makers) >= _MAKERS_KEPT:
+            self._makers.clear()
+        maker = self._makers[task] = self._new_maker(task)
+        return maker
+
+    def _new_maker(self, task: Task) -> JobMaker:
         run_after = task.run_after
-        return NewJob(
-            task_path=task.module_path,
-            args=json_compatible(list(args), "args"),
-            kwargs=json_compatible(dict(kwargs), "kwargs"),
-            queue_name=task.queue_name,
+        shared = {
+            "task_path": task.module_path,
+            "queue_name": task.queue_name,
             # validate_task accepts any whole number (7.0, True); store it as an int.
-            priority=int(task.priority),
-            backend=self.alias,
-            run_after_ms=None if run_after is None else _epoch_ms(run_after),
-            parent_job_id=parent_job_id,
-            run_on=run_on,
-        )
+            "priority": int(task.priority),
+            "backend": self.alias,
+            "run_after_ms": None if run_after is None else _epoch_ms(run_after),
+        }
+
+        def job_of(
+            args: Sequence[Any],
+            kwargs: dict[str, Any],
+            parent_job_id: str | None,
+            run_on: str | None,
+        ) -> NewJob:
+            return NewJob(
+                args=json_compatible(list(args), "args"),
+                kwargs=json_compatible(dict(kwargs), "kwargs"),
+                parent_job_id=parent_job_id,
+                run_on=run_on,
+                **shared,
+            )
+
+        return job_of
 
     def write_jobs(self, tasks: Sequence[Task], jobs: Sequence[NewJob]) -> list[TaskResult]:
         """Writes ``jobs`` in one transaction; sends ``task_enqueued`` for each on commit.
         Raises ``TablesMissing`` when later_django's migrations were not applied."""
         settings = later_settings()
-        try:
-            records = enqueue_jobs(
-                jobs, stores=stores_for(settings.database), namespace=settings.namespace
-            )
-        except DatabaseError as error:  # not a context manager: this is every enqueue's path
-            raise_if_tables_missing(settings.database, error)
-            raise
+        records = self._write(jobs, settings.database, settings.namespace)
         results = [task_result(record, task) for record, task in zip(records, tasks, strict=True)]
 
         def announce() -> None:
@@ -121,6 +172,22 @@ class LaterBackend(BaseTaskBackend):
 
         transaction.on_commit(announce, using=settings.database, robust=True)
         return results
+
+    def write_job_ids(self, jobs: Sequence[NewJob]) -> list[str]:
+        """Writes ``jobs`` in one transaction and returns their ids: no ``TaskResult`` is
+        built and no ``task_enqueued`` sent (``enqueue_many(..., ids_only=True)``)."""
+        settings = later_settings()
+        return [
+            record.job_id for record in self._write(jobs, settings.database, settings.namespace)
+        ]
+
+    @staticmethod
+    def _write(jobs: Sequence[NewJob], database: str, namespace: str) -> list[JobRecord]:
+        try:
+            return enqueue_jobs(jobs, stores=stores_for(database), namespace=namespace)
+        except DatabaseError as error:  # not a context manager: this is every enqueue's path
+            raise_if_tables_missing(database, error)
+            raise
 
     def enqueue(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> TaskResult:
         return self.write_jobs([task], [self.new_job(task, args, kwargs)])[0]

@@ -125,14 +125,16 @@ _FIELDS = {
     "finished": "finished_at_ms",
     "attempted": "last_attempted_at_ms",
 }
+_FIELD_ITEMS = tuple(_FIELDS.items())
 _REQUIRED = ("id", "ns", "task", "args", "kwargs", "queue", "prio", "stage", "stage_at", "created")
 
 
 def encode_record(record: JobRecord) -> bytes:
     """The MessagePack bytes of ``record``."""
     body: dict[str, Any] = {"v": RECORD_FORMAT_VERSION}
-    for short, name in _FIELDS.items():
-        value = getattr(record, name)
+    values = record.__dict__  # a plain dataclass: its fields are its __dict__
+    for short, name in _FIELD_ITEMS:
+        value = values[name]
         if value is not None or short in _REQUIRED:
             body[short] = value
     body["hist"] = [[stage, at] for stage, at in record.history]

@@ -116,7 +116,9 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, stores: Stores, namespace: str) -> l
             missing: LaterError | None = error
         else:
             missing = None
-            records = _write_new(jobs, placements, iter(sequences), parents, stores, namespace)
+            records = _write_new(
+                jobs, placements, iter(sequences), parents, stores, namespace, settings
+            )
     if missing is not None:
         raise missing
     return records
@@ -129,9 +131,9 @@ def _write_new(
     parents: dict[str, JobRecord],
     stores: Stores,
     namespace: str,
+    settings: LaterSettings,
 ) -> list[JobRecord]:
     """Places every job in its first stage and commits them; their records, in order."""
-    settings = later_settings()
     now = now_ms()
     writes = JobWrites(namespace)
     records: list[JobRecord] = []

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from later_django.api import enqueue_many
-from later_django.compat.tasks import TaskResultStatus
+from later_django.compat.tasks import TaskResult, TaskResultStatus, task_enqueued
 from later_django.engine import metrics
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
@@ -87,3 +87,64 @@ def test_five_hundred_jobs_enqueued_together_all_run(engine_db: str) -> None:
     assert [found.return_value for found in results] == [n + 1 for n in range(500)]
     assert stores_for(engine_db).queue.depth(NAMESPACE) == 0
     assert stores_for(engine_db).index.job_index_stage_counts(NAMESPACE) == {"success": 500}
+
+
+def test_one_enqueue_is_one_statement_on_postgresql_and_two_on_sqlite(engine_db: str) -> None:
+    metrics.accumulator.take()
+    with CaptureQueriesContext(connections[engine_db]) as captured:
+        tasks.add.enqueue(1, 2)
+
+    statements = [query["sql"] for query in captured.captured_queries]
+    if connections[engine_db].vendor == "postgresql":
+        # Record and message in one WITH statement, each as a one-row VALUES (no
+        # arrays to bind, no unnest to plan), with the wake-up of listening workers.
+        assert len(statements) == 1, statements
+        assert "unnest" not in statements[0]
+        assert statements[0].count("VALUES") == 2
+        assert "pg_notify" in statements[0]
+    else:
+        writes = [sql for sql in statements if sql.lstrip().upper().startswith("INSERT")]
+        assert len(writes) == 2, statements
+    assert statements_writing(captured, "later_storage") == 1
+    assert statements_writing(captured, "later_delivery_queue") == 1
+    assert row_counts(engine_db) == {
+        "later_storage": 1,
+        "later_jobs_index": 0,
+        "later_delivery_queue": 1,
+    }
+
+
+def test_enqueue_many_with_ids_only_returns_ids_and_sends_no_signal(engine_db: str) -> None:
+    announced: list[str] = []
+
+    def receiver(sender: object, task_result: TaskResult, **kwargs: object) -> None:
+        announced.append(task_result.id)
+
+    task_enqueued.connect(receiver)
+    try:
+        ids = enqueue_many(tasks.add, [((n, 1), {}) for n in range(50)], ids_only=True)
+        with_results = enqueue_many(tasks.add, [((100, 1), {})])
+    finally:
+        task_enqueued.disconnect(receiver)
+
+    assert len(ids) == 50 and all(isinstance(job_id, str) for job_id in ids)
+    assert ids == sorted(ids)  # ULIDs, in enqueue order
+    # Only the call that built TaskResult values announced them.
+    assert announced == [with_results[0].id]
+    assert [result(job_id).args for job_id in ids] == [[n, 1] for n in range(50)]
+
+    run_burst(concurrency=8)
+    assert [result(job_id).return_value for job_id in ids] == [n + 1 for n in range(50)]
+
+
+def test_enqueue_many_with_ids_only_checks_every_call_first(engine_db: str) -> None:
+    calls: list[tuple[tuple[object, ...], dict[str, object]]] = [((1, 1), {}), ((object(), 1), {})]
+    with pytest.raises(TypeError, match=r"enqueue_many call 1: args\[0\]"):
+        enqueue_many(tasks.add, calls, ids_only=True)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="enqueue_many call 0 must be an"):
+        enqueue_many(tasks.add, [(1, 2, 3)], ids_only=True)  # type: ignore[list-item]
+    assert row_counts(engine_db) == {
+        "later_storage": 0,
+        "later_jobs_index": 0,
+        "later_delivery_queue": 0,
+    }

@@ -56,12 +56,14 @@ class PostgresDriver(Driver):
         if not rows:
             return []
         with self.cursor() as cursor:
-            cursor.execute(statement.sql, _columns(rows, shared))
+            cursor.execute(*self.rows_part(statement, rows, shared))
             return [tuple(row) for row in cursor.fetchall()] if returning else []
 
     def rows_part(
         self, statement: RowsStatement, rows: Sequence[Params], shared: Params | None = None
     ) -> tuple[str, dict[str, Any]]:
+        if len(rows) == 1 and statement.one:
+            return statement.one, {**(shared or {}), **rows[0]}
         return statement.sql, _columns(rows, shared)
 
     def list_param(self, values: Sequence[Any]) -> Any:

@@ -62,7 +62,10 @@ class PositionalRows:
         ``extend`` per run of row fields or of shared values (this runs for every
         value of a batch)."""
         values = [shared[name] for name in self.head_names]
-        if rows:
+        if len(rows) == 1:  # a single enqueue's row: looked up by name, no runs to plan
+            row = rows[0]
+            values += [row[name] if name in row else shared[name] for name in self.row_names]
+        elif rows:
             fields = [name for name in self.row_names if name in rows[0]]
             pick = itemgetter(*fields) if fields else None
             runs = self._runs(rows[0], shared)
@@ -127,10 +130,13 @@ class SqliteDriver(Driver):
         if not rows:
             return []
         compiled = positional_rows(statement)
-        fixed = len(compiled.head_names) + len(compiled.tail_names)
-        limit = self.variable_limit() - fixed
-        per_statement = max(1, limit // max(len(compiled.row_names), 1))
-        chunks = [rows[at : at + per_statement] for at in range(0, len(rows), per_statement)]
+        if len(rows) == 1:  # a single enqueue: no limit to ask for
+            chunks = [rows]
+        else:
+            fixed = len(compiled.head_names) + len(compiled.tail_names)
+            limit = self.variable_limit() - fixed
+            per_statement = max(1, limit // max(len(compiled.row_names), 1))
+            chunks = [rows[at : at + per_statement] for at in range(0, len(rows), per_statement)]
         returned: list[Row] = []
         with (
             transaction.atomic(using=self.using) if len(chunks) > 1 else nullcontext(),
@@ -148,8 +154,9 @@ class SqliteDriver(Driver):
         Asked of SQLite itself: Django 5.2 reports a fixed 999 (6.0 and later ask
         SQLite too), which would split a 500-job batch into several statements.
         """
-        self.connection.ensure_connection()
-        limit: int = self.connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        connection = self.connection
+        connection.ensure_connection()
+        limit: int = connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
         return limit
 
     def list_param(self, values: Sequence[Any]) -> Any:

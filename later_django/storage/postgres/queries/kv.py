@@ -23,5 +23,8 @@ class PostgresKvQueries(KvQueries):
     set_many = RowsStatement(
         SET_INTO + "SELECT batch.key, batch.value, NULL, %(now)s, NULL, batch.date_expire "
         "FROM unnest(%(key)s::varchar[], %(value)s::bytea[], %(date_expire)s::bigint[]) "
-        "AS batch(key, value, date_expire) ORDER BY batch.key" + SET_CONFLICT
+        "AS batch(key, value, date_expire) ORDER BY batch.key" + SET_CONFLICT,
+        one=SET_INTO
+        + "VALUES (%(key)s, %(value)s, NULL, %(now)s, NULL, %(date_expire)s)"
+        + SET_CONFLICT,
     )

@@ -18,7 +18,11 @@ _PUBLISH = (
 
 @PostgresDriver.register
 class PostgresQueueQueries(QueueQueries):
-    publish = RowsStatement(_PUBLISH)
+    publish = RowsStatement(
+        _PUBLISH,
+        one=INSERT_INTO + "VALUES (%(namespace)s, %(queue_name)s, %(payload)s, %(priority)s, "
+        "%(available_at)s) RETURNING sequence",
+    )
     publish_notify = RowsStatement(
         "WITH published AS (" + _PUBLISH + ") "
         "SELECT published.sequence FROM published, "
