@@ -113,7 +113,7 @@ ENQUEUE_SCENARIOS = {"enqueue", "enqueue_in_tx", "enqueue_many"}
 DRAIN_FIGURES = ("drain", "cpu_per_job", "machine_cpu_per_job", "rss")
 #: ``--drain-jobs`` when not given: the same count for every system.
 DRAIN_JOBS_COMPARE, DRAIN_JOBS_ALONE = 5_000, 20_000
-BARE_TABLE, BARE_PAYLOAD_BYTES = "bench_bare_insert", 100
+BARE_TABLE, BARE_PAYLOAD_BYTES, BARE_ROUNDS = "bench_bare_insert", 100, 10
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: Figures in ms that are fractions of a millisecond: three decimals.
 EXACT_MS = {"bare_insert_commit", "cpu_per_job", "machine_cpu_per_job"}
@@ -398,62 +398,78 @@ def enqueue_workers(system: str, options: argparse.Namespace, log_dir: Path):  #
         state["worker_problems"] = stop_workers(workers)
 
 
-def bare_insert_commit_ms(count: int) -> float:
-    """The floor under one enqueue: ``count`` times one bare ``INSERT`` of a small row
-    (``BARE_PAYLOAD_BYTES`` of bytea/blob) and its ``COMMIT``, on the run's database
-    through the same driver, outside Django: psycopg with Django's connection
-    parameters (not autocommit, so psycopg sends ``BEGIN`` as Django's ``atomic()``
-    makes it do), or sqlite3 with the bench's pragmas (WAL, ``synchronous=NORMAL``,
-    ``BEGIN IMMEDIATE``). A throw-away table, dropped afterwards -> ms per commit."""
+@contextlib.contextmanager
+def bare_inserts():  # type: ignore[no-untyped-def]
+    """The floor under one enqueue: yields ``insert(count) -> seconds``, which runs
+    ``count`` times one bare ``INSERT`` of a small row (``BARE_PAYLOAD_BYTES`` of
+    bytea/blob) and its ``COMMIT`` on the run's database through the same driver,
+    outside Django: psycopg with Django's connection parameters (not autocommit, so
+    psycopg sends ``BEGIN`` as it does inside Django's ``atomic()``), or sqlite3 with
+    the bench's pragmas (WAL, ``synchronous=NORMAL``, ``BEGIN IMMEDIATE``). Its own
+    connection and a throw-away table, dropped afterwards."""
     from django.db import connection
 
     payload = b"x" * BARE_PAYLOAD_BYTES
     if connection.vendor == "sqlite":
         import sqlite3
 
-        raw = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None, timeout=20)
-        try:
-            raw.execute("PRAGMA journal_mode=WAL")
-            raw.execute("PRAGMA synchronous=NORMAL")
-            raw.execute(f"CREATE TABLE {BARE_TABLE} (id INTEGER PRIMARY KEY, payload BLOB)")
+        lite = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None, timeout=20)
+        lite.execute("PRAGMA journal_mode=WAL")
+        lite.execute("PRAGMA synchronous=NORMAL")
+        lite.execute(f"CREATE TABLE {BARE_TABLE} (id INTEGER PRIMARY KEY, payload BLOB)")
+
+        def insert_lite(count: int) -> float:
             started = time.perf_counter()
             for _ in range(count):
-                raw.execute("BEGIN IMMEDIATE")
-                raw.execute(f"INSERT INTO {BARE_TABLE} (payload) VALUES (?)", (payload,))
-                raw.execute("COMMIT")
-            seconds = time.perf_counter() - started
-            raw.execute(f"DROP TABLE {BARE_TABLE}")
+                lite.execute("BEGIN IMMEDIATE")
+                lite.execute(f"INSERT INTO {BARE_TABLE} (payload) VALUES (?)", (payload,))
+                lite.execute("COMMIT")
+            return time.perf_counter() - started
+
+        try:
+            yield insert_lite
+            lite.execute(f"DROP TABLE {BARE_TABLE}")
         finally:
-            raw.close()
-        return seconds * 1000 / count
+            lite.close()
+        return
     import psycopg
 
-    with psycopg.connect(**connection.get_connection_params()) as raw:
-        raw.execute(f"CREATE TABLE {BARE_TABLE} (id bigserial PRIMARY KEY, payload bytea)")
-        raw.commit()
-        started = time.perf_counter()
-        for _ in range(count):
-            raw.execute(f"INSERT INTO {BARE_TABLE} (payload) VALUES (%s)", (payload,))
-            raw.commit()
-        seconds = time.perf_counter() - started
-        raw.execute(f"DROP TABLE {BARE_TABLE}")
-        raw.commit()
-    return seconds * 1000 / count
+    with psycopg.connect(**connection.get_connection_params()) as pg:
+        pg.execute(f"CREATE TABLE {BARE_TABLE} (id bigserial PRIMARY KEY, payload bytea)")
+        pg.commit()
+
+        def insert_pg(count: int) -> float:
+            started = time.perf_counter()
+            for _ in range(count):
+                pg.execute(f"INSERT INTO {BARE_TABLE} (payload) VALUES (%s)", (payload,))
+                pg.commit()
+            return time.perf_counter() - started
+
+        yield insert_pg
+        pg.execute(f"DROP TABLE {BARE_TABLE}")
+        pg.commit()
 
 
 def run_enqueue(system: str, options: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
+    """``--enqueue-jobs`` enqueues, each in its own ``transaction.atomic()``, and
+    ``--bare-inserts`` bare INSERT+COMMITs (``bare_inserts``), interleaved in
+    ``BARE_ROUNDS`` rounds (a slice of bare commits, then a slice of enqueues) so that
+    other load and the workers' activity hit both alike; each total is timed alone."""
     from django.db import transaction
 
     noop = tasks_of(system).noop
     jobs = options.enqueue_jobs
-    with enqueue_workers(system, options, log_dir) as state:
-        bare_ms = bare_insert_commit_ms(options.bare_inserts)
-        started = time.perf_counter()
-        for _ in range(jobs):
-            with transaction.atomic():
-                enqueue_one(system, noop)
-        seconds = time.perf_counter() - started
+    seconds = bare_s = 0.0
+    with enqueue_workers(system, options, log_dir) as state, bare_inserts() as insert:
+        for round_ in range(BARE_ROUNDS):
+            bare_s += insert(_slice(options.bare_inserts, round_))
+            started = time.perf_counter()
+            for _ in range(_slice(jobs, round_)):
+                with transaction.atomic():
+                    enqueue_one(system, noop)
+            seconds += time.perf_counter() - started
     ms_per_job = seconds * 1000 / jobs
+    bare_ms = bare_s * 1000 / options.bare_inserts
     return {
         "value": jobs / seconds,
         "jobs": jobs,
@@ -463,6 +479,11 @@ def run_enqueue(system: str, options: argparse.Namespace, log_dir: Path) -> dict
         "over_bare_ms": ms_per_job - bare_ms,
         **state,
     }
+
+
+def _slice(total: int, round_: int) -> int:
+    """Round ``round_``'s share of ``total`` over ``BARE_ROUNDS`` rounds (they add up)."""
+    return total * (round_ + 1) // BARE_ROUNDS - total * round_ // BARE_ROUNDS
 
 
 def run_enqueue_in_tx(system: str, options: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
@@ -1060,29 +1081,36 @@ def ratio_meaning(peer: str, higher_is_better: bool) -> str:
 
 def markdown_table(lines: list[dict[str, Any]], peers: list[str]) -> str:
     """One row per figure (and the enqueue lines' per-job ms), a column per system and
-    one per peer's ratio."""
-    rows: dict[str, dict[str, Any]] = {}
+    one per peer's ratio; a peer's "skipped" line marks every row of its scenario."""
+    rows: dict[str, dict[str, Any]] = {}  # label -> {"scenario": ..., system: value, ...}
 
     def cell(value: Any) -> str:
         return "-" if value is None else f"{value:,}" if isinstance(value, int | float) else value
 
     for line in lines:
-        name = f"{line['scenario']} ({line['unit']})" if line.get("unit") else line["scenario"]
-        if line["scenario"] == "bare_insert_commit":
-            name = f"bare_insert_commit, {line['system']} (ms)"
-        row = rows.setdefault(name, {})
-        system = LATER if line["scenario"] == "bare_insert_commit" else line["system"]
-        row[system] = "skipped" if line.get("skipped") else line["value"]
+        scenario = line["scenario"]
+        if line.get("skipped"):
+            for row in rows.values():
+                if row["scenario"] == scenario or row["scenario"].startswith(f"{scenario}_"):
+                    row[line["system"]] = "skipped"
+            continue
+        system = LATER if scenario == "bare_insert_commit" else line["system"]
+        label = f"{scenario} ({line['unit']})"
+        if scenario == "bare_insert_commit":
+            label = f"bare_insert_commit, {line['system']} (ms)"
+        row = rows.setdefault(label, {"scenario": scenario})
+        row[system] = line["value"]
         if system != LATER:
             row[f"ratio {system}"] = line.get("ratio")
         for key in ("ms_per_job", "over_bare_ms", "ms_per_call"):
             if key in line:
-                extra = rows.setdefault(f"{line['scenario']} {key} (ms)", {})
-                extra[system] = line[key]
+                rows.setdefault(f"{scenario} {key} (ms)", {"scenario": scenario})[system] = line[
+                    key
+                ]
     columns = [LATER, *peers, *[f"ratio {peer}" for peer in peers]]
     out = ["| figure | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
-    for name, row in rows.items():
-        out.append(f"| {name} | " + " | ".join(cell(row.get(column)) for column in columns) + " |")
+    for label, row in rows.items():
+        out.append(f"| {label} | " + " | ".join(cell(row.get(column)) for column in columns) + " |")
     return "\n".join(out)
 
 
