@@ -1,37 +1,68 @@
-"""End-to-end job benchmark: enqueue, bulk enqueue, drain, latency and worker RSS,
-optionally against django-tasks-db on the same kind of database.
+"""End-to-end job benchmark: enqueue, enqueue in one transaction, bulk enqueue,
+drain, CPU per job, latency and worker RSS, optionally against django-tasks-db and
+Procrastinate on the same kind of database.
 
 Every scenario of every run gets its own throw-away database, migrated with
 Django's ``migrate``: a SQLite file in a temporary directory (WAL,
 ``transaction_mode="IMMEDIATE"``, ``synchronous=NORMAL``, 20 s timeout) or a
 PostgreSQL database created and dropped for it. The Django project is
 ``bench/bench_project`` (settings read ``BENCH_SYSTEM`` and ``BENCH_DATABASE_URL``;
-tasks ``noop`` and ``stamp``). Each scenario runs in a driver subprocess; workers
-are real ``manage.py`` commands started by the driver with the same settings.
+tasks ``noop`` and ``stamp``: ``tasks.py`` for later_django and django-tasks-db,
+``procrastinate_tasks.py`` for Procrastinate). Each scenario runs in a driver
+subprocess; workers are real ``python -m django`` commands started by the driver
+with the same settings.
 
 Scenarios (``--scenarios``, default all):
 
-* ``enqueue``: ``--enqueue-jobs`` (3,000) ``noop.enqueue()``, each in its own
-  ``transaction.atomic()`` -> jobs/s.
+* ``enqueue``: ``--enqueue-jobs`` (3,000) ``noop.enqueue()`` (Procrastinate:
+  ``noop.defer()``), each in its own ``transaction.atomic()`` -> jobs/s, plus
+  ``ms_per_job``. Beside it, in the same driver and database, ``--bare-inserts``
+  (2,000) bare ``INSERT`` of one 100-byte row + ``COMMIT`` through the same driver
+  without Django (psycopg / sqlite3 with the bench's pragmas and ``BEGIN
+  IMMEDIATE``), interleaved with the enqueues in 10 rounds so that other load hits
+  both alike -> ``bare_insert_commit_ms`` (its own line, from later_django's run)
+  and, on every enqueue line, ``over_bare_ms`` = ``ms_per_job`` - the bare ms (the
+  target for later_django: <= 0.35).
+* ``enqueue_in_tx``: ``--in-tx-jobs`` (2,000) ``noop.enqueue()`` (``defer()``)
+  inside ONE ``transaction.atomic()``, its commit included -> jobs/s and
+  ``ms_per_call``, what a view pays per job it enqueues.
 * ``enqueue_many``: ``--bulk-jobs`` (20,000) jobs in batches of 1,000, one
-  transaction per batch: ``enqueue_many`` for later_django, a loop of
-  ``enqueue()`` for django-tasks-db (it has no bulk API) -> jobs/s.
+  transaction per batch: ``enqueue_many`` for later_django, ``batch_defer`` for
+  Procrastinate, a loop of ``enqueue()`` for django-tasks-db (it has no bulk API)
+  -> jobs/s.
+* The three enqueue scenarios run with the system's two workers started and
+  idle beforehand (``--enqueue-workers on``, the default: as in production, each
+  enqueue may wake a worker, which then competes for the cores) or with none
+  (``off``); every enqueue line says which (``enqueue_workers``).
 * ``drain``: the workers are started on an empty queue and waited for (a
-  ``later_worker`` row each / the "Starting worker" log line), then
-  ``--drain-jobs`` (20,000) no-op jobs are published in one committed
-  transaction (not timed); the time runs from that commit until every job has
-  finished (read every 0.1 s) -> jobs/s. Worker start-up is not in the time.
-  A drain stops at ``--drain-timeout`` (default 300 s; django-tasks-db on
-  PostgreSQL needs about 240 s for 20,000 jobs here); the line then says
-  ``timed_out`` and the rate is over the jobs finished by then.
-* ``latency``: the idle workers, then ``--latency-jobs`` (500) ``stamp.enqueue(
-  time.time())`` at ``--latency-rate`` (50) per second, each in its own
-  transaction; latency = the task's returned start time - the enqueue time
-  (so it includes the enqueue's commit) -> p50/p95/p99 in ms.
+  ``later_worker`` row each / the "Starting worker" log line / a
+  ``procrastinate_workers`` row each), then ``--drain-jobs`` no-op jobs are
+  published in one committed transaction (not timed; Procrastinate:
+  ``batch_defer`` of 1,000 per call); the time runs from that commit until every
+  job has finished (read every 0.1 s) -> jobs/s. Worker start-up is not in the
+  time. ``--drain-jobs`` is the same for every system: 5,000 by default with
+  ``--compare`` (the peers drain ~100-400 jobs/s here and django-tasks-db slows
+  as its queue grows, so a like-for-like ratio at 20,000 would take minutes per
+  run), 20,000 without. A drain stops at ``--drain-timeout`` (300 s); the line
+  then says ``timed_out`` and the rate is over the jobs finished by then.
+* ``cpu_per_job`` and ``machine_cpu_per_job`` (reported by the drain): the
+  worker commands' CPU (utime + stime of their processes and all descendants,
+  later_django's forked children included, from ``/proc/PID/stat``) and the whole
+  machine's busy CPU (``/proc/stat``, all cores, everything but idle and iowait:
+  the database server, the driver's publishing and any other load included),
+  read just before publishing and right after the last job was seen finished,
+  divided by the jobs finished -> ms per job, lower is better.
+* ``latency``: the idle workers, then ``--latency-jobs`` (500) ``stamp`` jobs at
+  ``--latency-rate`` (50) per second, each in its own transaction; latency = the
+  task's start time (``time.time()`` when the task function starts) - the enqueue
+  time (so it includes the enqueue's commit) -> p50/p95/p99 in ms. later_django and
+  django-tasks-db return the start time as the result; Procrastinate stores no
+  return value, so its ``stamp`` writes (job id, start time) to a small table
+  after taking the time, and the driver reads that table at the end.
 * ``rss``: the highest peak RSS (``VmHWM``) of the worker processes at the end
   of the drain (later_django: the two processes ``--processes 2`` forks, the
-  supervisor reported beside them; django-tasks-db: its two ``db_worker``
-  processes) -> MB. Runs the drain when ``drain`` is not selected.
+  supervisor reported beside them; the peers: their two worker processes) -> MB.
+  Runs the drain when ``drain`` is not selected.
 * ``log_append`` (later_django only): ``--log-records`` (100,000) retained-log
   records (100-byte payloads, 1,000 keys, topic of 8 partitions) appended with
   ``log(topic).append_many`` in batches of 1,000, one transaction each -> records/s.
@@ -39,27 +70,34 @@ Scenarios (``--scenarios``, default all):
   then one consumer-group member polls 1,000 at a time and commits each poll with
   ``commit_records`` until it has read them all -> records/s.
 * ``partition_drain`` (later_django only): like ``drain``, but the ``--drain-jobs``
-  (20,000) no-op jobs go to a topic of 16 partitions over 1,000 keys (one
-  committed batch, not timed); each partition runs one job at a time, in order,
-  on the worker process that leases it -> jobs/s.
+  no-op jobs go to a topic of 16 partitions over 1,000 keys (one committed batch,
+  not timed); each partition runs one job at a time, in order, on the worker
+  process that leases it -> jobs/s.
 
 Workers: later_django ``later_worker --processes 2 --concurrency 16``;
 django-tasks-db two ``db_worker --interval 0.1 --no-startup-delay --no-reload``
 processes (one task at a time each; ``--interval`` is how long an idle worker
-sleeps between looks: its default of 1 s would add ~0.5 s to every latency).
-Their logs (start and stop lines; neither logs each task with ``DEBUG = False``)
-go to the run's temporary directory (``--log-dir DIR`` keeps them); lines with
+sleeps between looks: its default of 1 s would add ~0.5 s to every latency);
+Procrastinate two ``procrastinate worker`` processes with its defaults
+(concurrency 1: one job at a time each; woken by LISTEN/NOTIFY, polling every 5 s
+besides). Their logs (start and stop lines; none logs each task here) go to the
+run's temporary directory (``--log-dir DIR`` keeps them); lines with
 WARNING/ERROR/Traceback are counted in ``worker_problems`` and echoed to stderr.
 
-One JSON line per figure, keys ``scenario``, ``db``, ``system``, ``value``
-(median of ``--runs``), ``unit``, ``runs``. With ``--compare`` each
-django-tasks-db line has ``ratio``: how many times better later_django is, so
-> 1 favours later_django whatever the unit (rates: later_django /
-django-tasks-db; latency and RSS, lower is better: django-tasks-db /
-later_django).
+One JSON line per figure on stdout, keys ``scenario``, ``db``, ``system``,
+``value`` (median of ``--runs``), ``unit``, ``runs``. ``--compare`` installs
+django-tasks-db and Procrastinate into the venv when they are missing and runs
+the systems interleaved in every run (later_django, django-tasks-db,
+Procrastinate); each peer line has ``version`` and ``ratio``: how many times
+better later_django is, so > 1 favours later_django whatever the unit (rates:
+later_django / peer; latency, CPU and RSS, lower is better: peer / later_django).
+Procrastinate has no SQLite connector: with ``--db sqlite`` each of its figures is
+one line with ``"value": null`` and ``skipped`` saying why. ``--table`` prints a
+Markdown table of all figures (a column per system, one per peer's ratio) to
+stderr at the end.
 
     .venv/bin/python bench/bench.py --db sqlite
-    .venv/bin/python bench/bench.py --db postgres --compare --runs 3
+    .venv/bin/python bench/bench.py --db postgres --compare --runs 3 --table
     .venv/bin/python bench/bench.py --db postgres --scenarios drain,rss --concurrency 32
 
 PostgreSQL: ``--postgres-url`` (default ``postgres://root@127.0.0.1:5432/bench_later``);
@@ -1023,6 +1061,8 @@ def figures(
                 failed=sum(result["failed"] for result in results),
                 timing="from the commit of the published jobs to the last finished; "
                 "workers started and idle before",
+                jobs_rule=f"the same --drain-jobs for every system (default "
+                f"{DRAIN_JOBS_COMPARE:,} with --compare, {DRAIN_JOBS_ALONE:,} without)",
                 worker_problems=sum(len(result["worker_problems"]) for result in results),
             )
         ]
