@@ -911,7 +911,7 @@ def figures(
     """The JSON lines of one scenario for one system (before ratios)."""
     base = {"system": system}
     with_workers = {"drain", "latency", "rss", "partition_drain", *DRAIN_FIGURES}
-    if scenario in ENQUEUE_SCENARIOS:
+    if scenario in ENQUEUE_SCENARIOS or scenario == "bare_insert_commit":
         base["enqueue_workers"] = options.enqueue_workers
         if options.enqueue_workers == "on":
             with_workers.add(scenario)
