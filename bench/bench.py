@@ -1,37 +1,68 @@
-"""End-to-end job benchmark: enqueue, bulk enqueue, drain, latency and worker RSS,
-optionally against django-tasks-db on the same kind of database.
+"""End-to-end job benchmark: enqueue, enqueue in one transaction, bulk enqueue,
+drain, CPU per job, latency and worker RSS, optionally against django-tasks-db and
+Procrastinate on the same kind of database.
 
 Every scenario of every run gets its own throw-away database, migrated with
 Django's ``migrate``: a SQLite file in a temporary directory (WAL,
 ``transaction_mode="IMMEDIATE"``, ``synchronous=NORMAL``, 20 s timeout) or a
 PostgreSQL database created and dropped for it. The Django project is
 ``bench/bench_project`` (settings read ``BENCH_SYSTEM`` and ``BENCH_DATABASE_URL``;
-tasks ``noop`` and ``stamp``). Each scenario runs in a driver subprocess; workers
-are real ``manage.py`` commands started by the driver with the same settings.
+tasks ``noop`` and ``stamp``: ``tasks.py`` for later_django and django-tasks-db,
+``procrastinate_tasks.py`` for Procrastinate). Each scenario runs in a driver
+subprocess; workers are real ``python -m django`` commands started by the driver
+with the same settings.
 
 Scenarios (``--scenarios``, default all):
 
-* ``enqueue``: ``--enqueue-jobs`` (3,000) ``noop.enqueue()``, each in its own
-  ``transaction.atomic()`` -> jobs/s.
+* ``enqueue``: ``--enqueue-jobs`` (3,000) ``noop.enqueue()`` (Procrastinate:
+  ``noop.defer()``), each in its own ``transaction.atomic()`` -> jobs/s, plus
+  ``ms_per_job``. Beside it, in the same driver and database, ``--bare-inserts``
+  (2,000) bare ``INSERT`` of one 100-byte row + ``COMMIT`` through the same driver
+  without Django (psycopg / sqlite3 with the bench's pragmas and ``BEGIN
+  IMMEDIATE``), interleaved with the enqueues in 10 rounds so that other load hits
+  both alike -> ``bare_insert_commit_ms`` (its own line, from later_django's run)
+  and, on every enqueue line, ``over_bare_ms`` = ``ms_per_job`` - the bare ms (the
+  target for later_django: <= 0.35).
+* ``enqueue_in_tx``: ``--in-tx-jobs`` (2,000) ``noop.enqueue()`` (``defer()``)
+  inside ONE ``transaction.atomic()``, its commit included -> jobs/s and
+  ``ms_per_call``, what a view pays per job it enqueues.
 * ``enqueue_many``: ``--bulk-jobs`` (20,000) jobs in batches of 1,000, one
-  transaction per batch: ``enqueue_many`` for later_django, a loop of
-  ``enqueue()`` for django-tasks-db (it has no bulk API) -> jobs/s.
+  transaction per batch: ``enqueue_many`` for later_django, ``batch_defer`` for
+  Procrastinate, a loop of ``enqueue()`` for django-tasks-db (it has no bulk API)
+  -> jobs/s.
+* The three enqueue scenarios run with the system's two workers started and
+  idle beforehand (``--enqueue-workers on``, the default: as in production, each
+  enqueue may wake a worker, which then competes for the cores) or with none
+  (``off``); every enqueue line says which (``enqueue_workers``).
 * ``drain``: the workers are started on an empty queue and waited for (a
-  ``later_worker`` row each / the "Starting worker" log line), then
-  ``--drain-jobs`` (20,000) no-op jobs are published in one committed
-  transaction (not timed); the time runs from that commit until every job has
-  finished (read every 0.1 s) -> jobs/s. Worker start-up is not in the time.
-  A drain stops at ``--drain-timeout`` (default 300 s; django-tasks-db on
-  PostgreSQL needs about 240 s for 20,000 jobs here); the line then says
-  ``timed_out`` and the rate is over the jobs finished by then.
-* ``latency``: the idle workers, then ``--latency-jobs`` (500) ``stamp.enqueue(
-  time.time())`` at ``--latency-rate`` (50) per second, each in its own
-  transaction; latency = the task's returned start time - the enqueue time
-  (so it includes the enqueue's commit) -> p50/p95/p99 in ms.
+  ``later_worker`` row each / the "Starting worker" log line / a
+  ``procrastinate_workers`` row each), then ``--drain-jobs`` no-op jobs are
+  published in one committed transaction (not timed; Procrastinate:
+  ``batch_defer`` of 1,000 per call); the time runs from that commit until every
+  job has finished (read every 0.1 s) -> jobs/s. Worker start-up is not in the
+  time. ``--drain-jobs`` is the same for every system: 5,000 by default with
+  ``--compare`` (the peers drain ~100-400 jobs/s here and django-tasks-db slows
+  as its queue grows, so a like-for-like ratio at 20,000 would take minutes per
+  run), 20,000 without. A drain stops at ``--drain-timeout`` (300 s); the line
+  then says ``timed_out`` and the rate is over the jobs finished by then.
+* ``cpu_per_job`` and ``machine_cpu_per_job`` (reported by the drain): the
+  worker commands' CPU (utime + stime of their processes and all descendants,
+  later_django's forked children included, from ``/proc/PID/stat``) and the whole
+  machine's busy CPU (``/proc/stat``, all cores, everything but idle and iowait:
+  the database server, the driver's publishing and any other load included),
+  read just before publishing and right after the last job was seen finished,
+  divided by the jobs finished -> ms per job, lower is better.
+* ``latency``: the idle workers, then ``--latency-jobs`` (500) ``stamp`` jobs at
+  ``--latency-rate`` (50) per second, each in its own transaction; latency = the
+  task's start time (``time.time()`` when the task function starts) - the enqueue
+  time (so it includes the enqueue's commit) -> p50/p95/p99 in ms. later_django and
+  django-tasks-db return the start time as the result; Procrastinate stores no
+  return value, so its ``stamp`` writes (job id, start time) to a small table
+  after taking the time, and the driver reads that table at the end.
 * ``rss``: the highest peak RSS (``VmHWM``) of the worker processes at the end
   of the drain (later_django: the two processes ``--processes 2`` forks, the
-  supervisor reported beside them; django-tasks-db: its two ``db_worker``
-  processes) -> MB. Runs the drain when ``drain`` is not selected.
+  supervisor reported beside them; the peers: their two worker processes) -> MB.
+  Runs the drain when ``drain`` is not selected.
 * ``log_append`` (later_django only): ``--log-records`` (100,000) retained-log
   records (100-byte payloads, 1,000 keys, topic of 8 partitions) appended with
   ``log(topic).append_many`` in batches of 1,000, one transaction each -> records/s.
@@ -39,27 +70,34 @@ Scenarios (``--scenarios``, default all):
   then one consumer-group member polls 1,000 at a time and commits each poll with
   ``commit_records`` until it has read them all -> records/s.
 * ``partition_drain`` (later_django only): like ``drain``, but the ``--drain-jobs``
-  (20,000) no-op jobs go to a topic of 16 partitions over 1,000 keys (one
-  committed batch, not timed); each partition runs one job at a time, in order,
-  on the worker process that leases it -> jobs/s.
+  no-op jobs go to a topic of 16 partitions over 1,000 keys (one committed batch,
+  not timed); each partition runs one job at a time, in order, on the worker
+  process that leases it -> jobs/s.
 
 Workers: later_django ``later_worker --processes 2 --concurrency 16``;
 django-tasks-db two ``db_worker --interval 0.1 --no-startup-delay --no-reload``
 processes (one task at a time each; ``--interval`` is how long an idle worker
-sleeps between looks: its default of 1 s would add ~0.5 s to every latency).
-Their logs (start and stop lines; neither logs each task with ``DEBUG = False``)
-go to the run's temporary directory (``--log-dir DIR`` keeps them); lines with
+sleeps between looks: its default of 1 s would add ~0.5 s to every latency);
+Procrastinate two ``procrastinate worker`` processes with its defaults
+(concurrency 1: one job at a time each; woken by LISTEN/NOTIFY, polling every 5 s
+besides). Their logs (start and stop lines; none logs each task here) go to the
+run's temporary directory (``--log-dir DIR`` keeps them); lines with
 WARNING/ERROR/Traceback are counted in ``worker_problems`` and echoed to stderr.
 
-One JSON line per figure, keys ``scenario``, ``db``, ``system``, ``value``
-(median of ``--runs``), ``unit``, ``runs``. With ``--compare`` each
-django-tasks-db line has ``ratio``: how many times better later_django is, so
-> 1 favours later_django whatever the unit (rates: later_django /
-django-tasks-db; latency and RSS, lower is better: django-tasks-db /
-later_django).
+One JSON line per figure on stdout, keys ``scenario``, ``db``, ``system``,
+``value`` (median of ``--runs``), ``unit``, ``runs``. ``--compare`` installs
+django-tasks-db and Procrastinate into the venv when they are missing and runs
+the systems interleaved in every run (later_django, django-tasks-db,
+Procrastinate); each peer line has ``version`` and ``ratio``: how many times
+better later_django is, so > 1 favours later_django whatever the unit (rates:
+later_django / peer; latency, CPU and RSS, lower is better: peer / later_django).
+Procrastinate has no SQLite connector: with ``--db sqlite`` each of its figures is
+one line with ``"value": null`` and ``skipped`` saying why. ``--table`` prints a
+Markdown table of all figures (a column per system, one per peer's ratio) to
+stderr at the end.
 
     .venv/bin/python bench/bench.py --db sqlite
-    .venv/bin/python bench/bench.py --db postgres --compare --runs 3
+    .venv/bin/python bench/bench.py --db postgres --compare --runs 3 --table
     .venv/bin/python bench/bench.py --db postgres --scenarios drain,rss --concurrency 32
 
 PostgreSQL: ``--postgres-url`` (default ``postgres://root@127.0.0.1:5432/bench_later``);
@@ -89,8 +127,14 @@ SETTINGS_MODULE = "bench.bench_project.settings"
 NAMESPACE = "bench"  # LATER["NAMESPACE"] in bench_project.settings
 LATER = "later_django"
 DTDB = "django-tasks-db"
+PROC = "procrastinate"
+#: The peers of ``--compare``, in the order they run (after later_django) and print.
+PEERS = (DTDB, PROC)
+#: Peers that run on PostgreSQL only: on SQLite each of their figures is a "skipped" line.
+POSTGRES_ONLY = {PROC: "Procrastinate has no SQLite connector: it runs on PostgreSQL only"}
 SCENARIOS = [
     "enqueue",
+    "enqueue_in_tx",
     "enqueue_many",
     "drain",
     "latency",
@@ -99,8 +143,18 @@ SCENARIOS = [
     "log_consume",
     "partition_drain",
 ]
-#: Scenarios of later_django features django-tasks-db lacks: never run for it (no ratio).
+#: Scenarios of later_django features the peers lack: never run for them (no ratio).
 LATER_ONLY = {"log_append", "log_consume", "partition_drain"}
+#: Scenarios that run with the system's two workers started and idle (``--enqueue-workers on``).
+ENQUEUE_SCENARIOS = {"enqueue", "enqueue_in_tx", "enqueue_many"}
+#: The figures one drain run reports, in print order (``rss`` only when selected).
+DRAIN_FIGURES = ("drain", "cpu_per_job", "machine_cpu_per_job", "rss")
+#: ``--drain-jobs`` when not given: the same count for every system.
+DRAIN_JOBS_COMPARE, DRAIN_JOBS_ALONE = 5_000, 20_000
+BARE_TABLE, BARE_PAYLOAD_BYTES, BARE_ROUNDS = "bench_bare_insert", 100, 10
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+#: Figures in ms that are fractions of a millisecond: three decimals.
+EXACT_MS = {"bare_insert_commit", "cpu_per_job", "machine_cpu_per_job"}
 #: partition_drain: topic, partitions, distinct keys (``BENCH_TOPICS`` reaches the workers).
 PARTITION_TOPIC, PARTITION_COUNT, PARTITION_KEYS = "bench_ordered", 16, 1_000
 #: Retained-log scenarios: topic, its partitions, records per append_many / poll, payload size.
@@ -123,12 +177,41 @@ class Workers:
 
     def job_pids(self) -> list[int]:
         """The processes that run jobs: later_django's forked children (the
-        supervisor only waits), django-tasks-db's db_worker processes."""
+        supervisor only waits), the peers' worker processes."""
         pids = []
         for process in self.processes:
             children = _children(process.pid)
             pids.extend(children or [process.pid])
         return pids
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the worker commands' processes and all their
+        descendants (later_django's forked workers), those that exited included
+        (their time is in their parent's cutime/cstime once reaped)."""
+        ticks = 0
+        for process in self.processes:
+            for pid in _tree(process.pid):
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    # after the comm: state is field 3, utime 14, stime 15, cutime 16, cstime 17
+                    ticks += sum(int(value) for value in fields[11:15])
+        return ticks / CLOCK_TICKS
+
+
+def machine_busy_seconds() -> float:
+    """Busy CPU of the whole machine, all cores, from /proc/stat's ``cpu`` line:
+    user + nice + system + irq + softirq + steal (idle and iowait left out; guest
+    time is already in user)."""
+    values = [int(value) for value in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    return sum(values[index] for index in (0, 1, 2, 5, 6, 7)) / CLOCK_TICKS
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    pids = [pid]
+    for child in _children(pid):
+        pids.extend(_tree(child))
+    return pids
 
 
 def _children(pid: int) -> list[int]:
@@ -167,6 +250,10 @@ def start_workers(system: str, options: argparse.Namespace, log_dir: Path) -> Wo
                 "10",
             ]
         ]
+    elif system == PROC:
+        # Its worker with its defaults: one job at a time (concurrency 1), woken by
+        # LISTEN/NOTIFY, polling every 5 s besides.
+        commands = [[*django_command, "procrastinate", "worker"] for _ in range(2)]
     else:
         commands = [
             [
@@ -214,6 +301,8 @@ def wait_until_ready(system: str, workers: Workers) -> float:
 
             live = stores_for("default").executions.workers_live(NAMESPACE, now_ms() - 60_000)
             ready = len(live) >= 2
+        elif system == PROC:
+            ready = _sql_value("SELECT count(*) FROM procrastinate_workers") >= 2
         else:
             ready = all("Starting worker" in log.read_text() for log in workers.logs)
         if ready:
@@ -245,6 +334,14 @@ def stop_workers(workers: Workers) -> list[str]:
     return problems
 
 
+def _sql_value(sql: str) -> Any:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return cursor.fetchone()[0]
+
+
 def finished_count(system: str) -> tuple[int, int]:
     """(successful, failed) jobs, read cheaply."""
     if system == LATER:
@@ -252,6 +349,16 @@ def finished_count(system: str) -> tuple[int, int]:
 
         counts = stores_for("default").index.job_index_stage_counts(NAMESPACE)
         return counts.get("success", 0), counts.get("failed", 0)
+    if system == PROC:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT status, count(*) FROM procrastinate_jobs"
+                " WHERE status IN ('succeeded', 'failed') GROUP BY status"
+            )
+            by_status = dict(cursor.fetchall())
+        return by_status.get("succeeded", 0), by_status.get("failed", 0)
     from django.db.models import Count
     from django_tasks_db.models import DBTaskResult
 
@@ -264,8 +371,28 @@ def finished_count(system: str) -> tuple[int, int]:
     return by_status.get("SUCCESSFUL", 0), by_status.get("FAILED", 0)
 
 
+def tasks_of(system: str) -> Any:
+    """The module of the system's ``noop`` and ``stamp`` tasks."""
+    if system == PROC:
+        from bench.bench_project import procrastinate_tasks
+
+        return procrastinate_tasks
+    from bench.bench_project import tasks
+
+    return tasks
+
+
+def enqueue_one(system: str, task: Any, *args: Any) -> Any:
+    """One job, in the caller's transaction: ``enqueue()`` (Procrastinate: ``defer()``,
+    which takes keyword arguments only; the tasks here take at most ``enqueued_at``)."""
+    if system == PROC:
+        return task.defer(**({"enqueued_at": args[0]} if args else {}))
+    return task.enqueue(*args)
+
+
 def enqueue_batch(system: str, task: Any, calls: list[tuple[tuple, dict]]) -> list[Any]:
-    """One transaction: ``enqueue_many`` for later_django, a loop of ``enqueue`` otherwise."""
+    """One transaction: ``enqueue_many`` for later_django, ``batch_defer`` for
+    Procrastinate, a loop of ``enqueue`` for django-tasks-db (it has no bulk API)."""
     from django.db import transaction
 
     if system == LATER:
@@ -273,6 +400,9 @@ def enqueue_batch(system: str, task: Any, calls: list[tuple[tuple, dict]]) -> li
 
         with transaction.atomic():
             return enqueue_many(task, calls)
+    if system == PROC:
+        with transaction.atomic():
+            return task.batch_defer(*[kwargs for _, kwargs in calls])
     with transaction.atomic():
         return [task.enqueue(*args, **kwargs) for args, kwargs in calls]
 
@@ -288,42 +418,166 @@ def wait_finished(system: str, expected: int, timeout: float) -> tuple[float, in
         time.sleep(POLL_SECONDS)
 
 
-def run_enqueue(system: str, options: argparse.Namespace) -> dict[str, Any]:
+@contextlib.contextmanager
+def enqueue_workers(system: str, options: argparse.Namespace, log_dir: Path):  # type: ignore[no-untyped-def]
+    """``--enqueue-workers on``: the system's two workers started and waited for (idle)
+    around an enqueue scenario, as in production, where each enqueue may wake a
+    worker that then competes for the cores; ``off``: none. Yields the figures'
+    ``workers`` and ``worker_problems`` (filled in when the workers have stopped)."""
+    state: dict[str, Any] = {"enqueue_workers": options.enqueue_workers, "worker_problems": []}
+    if options.enqueue_workers == "off":
+        yield state
+        return
+    workers = start_workers(system, options, log_dir)
+    try:
+        wait_until_ready(system, workers)
+        yield state
+    finally:
+        state["worker_problems"] = stop_workers(workers)
+
+
+@contextlib.contextmanager
+def bare_inserts():  # type: ignore[no-untyped-def]
+    """The floor under one enqueue: yields ``insert(count) -> seconds``, which runs
+    ``count`` times one bare ``INSERT`` of a small row (``BARE_PAYLOAD_BYTES`` of
+    bytea/blob) and its ``COMMIT`` on the run's database through the same driver,
+    outside Django: psycopg with Django's connection parameters (not autocommit, so
+    psycopg sends ``BEGIN`` as it does inside Django's ``atomic()``), or sqlite3 with
+    the bench's pragmas (WAL, ``synchronous=NORMAL``, ``BEGIN IMMEDIATE``). Its own
+    connection and a throw-away table, dropped afterwards."""
+    from django.db import connection
+
+    payload = b"x" * BARE_PAYLOAD_BYTES
+    if connection.vendor == "sqlite":
+        import sqlite3
+
+        lite = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None, timeout=20)
+        lite.execute("PRAGMA journal_mode=WAL")
+        lite.execute("PRAGMA synchronous=NORMAL")
+        lite.execute(f"CREATE TABLE {BARE_TABLE} (id INTEGER PRIMARY KEY, payload BLOB)")
+
+        def insert_lite(count: int) -> float:
+            started = time.perf_counter()
+            for _ in range(count):
+                lite.execute("BEGIN IMMEDIATE")
+                lite.execute(f"INSERT INTO {BARE_TABLE} (payload) VALUES (?)", (payload,))
+                lite.execute("COMMIT")
+            return time.perf_counter() - started
+
+        try:
+            yield insert_lite
+            lite.execute(f"DROP TABLE {BARE_TABLE}")
+        finally:
+            lite.close()
+        return
+    import psycopg
+
+    with psycopg.connect(**connection.get_connection_params()) as pg:
+        pg.execute(f"CREATE TABLE {BARE_TABLE} (id bigserial PRIMARY KEY, payload bytea)")
+        pg.commit()
+
+        def insert_pg(count: int) -> float:
+            started = time.perf_counter()
+            for _ in range(count):
+                pg.execute(f"INSERT INTO {BARE_TABLE} (payload) VALUES (%s)", (payload,))
+                pg.commit()
+            return time.perf_counter() - started
+
+        yield insert_pg
+        pg.execute(f"DROP TABLE {BARE_TABLE}")
+        pg.commit()
+
+
+def run_enqueue(system: str, options: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
+    """``--enqueue-jobs`` enqueues, each in its own ``transaction.atomic()``, and
+    ``--bare-inserts`` bare INSERT+COMMITs (``bare_inserts``), interleaved in
+    ``BARE_ROUNDS`` rounds (a slice of bare commits, then a slice of enqueues) so that
+    other load and the workers' activity hit both alike; each total is timed alone."""
     from django.db import transaction
 
-    from bench.bench_project.tasks import noop
-
+    noop = tasks_of(system).noop
     jobs = options.enqueue_jobs
-    started = time.perf_counter()
-    for _ in range(jobs):
+    seconds = bare_s = 0.0
+    with enqueue_workers(system, options, log_dir) as state, bare_inserts() as insert:
+        for round_ in range(BARE_ROUNDS):
+            bare_s += insert(_slice(options.bare_inserts, round_))
+            started = time.perf_counter()
+            for _ in range(_slice(jobs, round_)):
+                with transaction.atomic():
+                    enqueue_one(system, noop)
+            seconds += time.perf_counter() - started
+    ms_per_job = seconds * 1000 / jobs
+    bare_ms = bare_s * 1000 / options.bare_inserts
+    return {
+        "value": jobs / seconds,
+        "jobs": jobs,
+        "seconds": round(seconds, 3),
+        "ms_per_job": ms_per_job,
+        "bare_insert_commit_ms": bare_ms,
+        "over_bare_ms": ms_per_job - bare_ms,
+        **state,
+    }
+
+
+def _slice(total: int, round_: int) -> int:
+    """Round ``round_``'s share of ``total`` over ``BARE_ROUNDS`` rounds (they add up)."""
+    return total * (round_ + 1) // BARE_ROUNDS - total * round_ // BARE_ROUNDS
+
+
+def run_enqueue_in_tx(system: str, options: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
+    """``--in-tx-jobs`` (2,000) enqueues inside ONE ``transaction.atomic()``: what a
+    view pays per job it enqueues -> jobs/s and ms per call (the commit included)."""
+    from django.db import transaction
+
+    noop = tasks_of(system).noop
+    jobs = options.in_tx_jobs
+    with enqueue_workers(system, options, log_dir) as state:
+        started = time.perf_counter()
         with transaction.atomic():
-            noop.enqueue()
-    seconds = time.perf_counter() - started
-    return {"value": jobs / seconds, "jobs": jobs, "seconds": round(seconds, 3)}
+            for _ in range(jobs):
+                enqueue_one(system, noop)
+        seconds = time.perf_counter() - started
+    return {
+        "value": jobs / seconds,
+        "jobs": jobs,
+        "seconds": round(seconds, 3),
+        "ms_per_call": seconds * 1000 / jobs,
+        **state,
+    }
 
 
-def run_enqueue_many(system: str, options: argparse.Namespace) -> dict[str, Any]:
-    from bench.bench_project.tasks import noop
-
+def run_enqueue_many(system: str, options: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
+    noop = tasks_of(system).noop
     jobs = options.bulk_jobs
-    started = time.perf_counter()
-    for start in range(0, jobs, BULK_BATCH):
-        enqueue_batch(system, noop, [((), {})] * min(BULK_BATCH, jobs - start))
-    seconds = time.perf_counter() - started
-    return {"value": jobs / seconds, "jobs": jobs, "seconds": round(seconds, 3)}
+    with enqueue_workers(system, options, log_dir) as state:
+        started = time.perf_counter()
+        for start in range(0, jobs, BULK_BATCH):
+            enqueue_batch(system, noop, [((), {})] * min(BULK_BATCH, jobs - start))
+        seconds = time.perf_counter() - started
+    return {"value": jobs / seconds, "jobs": jobs, "seconds": round(seconds, 3), **state}
 
 
 def run_drain(system: str, options: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
-    from bench.bench_project.tasks import noop
-
+    noop = tasks_of(system).noop
     jobs = options.drain_jobs
     workers = start_workers(system, options, log_dir)
     try:
         ready_s = wait_until_ready(system, workers)
+        cpu_before, machine_before = workers.cpu_seconds(), machine_busy_seconds()
         started = time.perf_counter()
-        enqueue_batch(system, noop, [((), {})] * jobs)
+        if system == PROC:
+            # batch_defer in batches of 1,000 (its bulk path), all in one transaction.
+            from django.db import transaction
+
+            with transaction.atomic():
+                for first in range(0, jobs, BULK_BATCH):
+                    noop.batch_defer(*[{}] * min(BULK_BATCH, jobs - first))
+        else:
+            enqueue_batch(system, noop, [((), {})] * jobs)
         publish_s = time.perf_counter() - started
         seconds, success, failed = wait_finished(system, jobs, options.drain_timeout)
+        cpu_s = workers.cpu_seconds() - cpu_before
+        machine_s = machine_busy_seconds() - machine_before
         job_pids = workers.job_pids()
         rss = {pid: _peak_rss_mb(pid) for pid in job_pids}
         supervisor_rss = _peak_rss_mb(workers.processes[0].pid) if system == LATER else None
@@ -331,8 +585,13 @@ def run_drain(system: str, options: argparse.Namespace, log_dir: Path) -> dict[s
             rss[workers.processes[0].pid] = supervisor_rss
     finally:
         problems = stop_workers(workers)
+    done = max(success + failed, 1)
     return {
         **_drain_figures(jobs, success, failed, seconds, publish_s, ready_s),
+        "worker_cpu_seconds": round(cpu_s, 3),
+        "machine_cpu_seconds": round(machine_s, 3),
+        "cpu_ms_per_job": cpu_s * 1000 / done,
+        "machine_cpu_ms_per_job": machine_s * 1000 / done,
         "rss_mb": max((value for value in rss.values() if value is not None), default=None),
         "rss_job_processes_mb": sorted(
             value for pid, value in rss.items() if value is not None and pid in job_pids
@@ -394,16 +653,29 @@ def _drain_figures(
 
 
 def run_latency(system: str, options: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
-    from django.db import transaction
+    """``stamp`` jobs at a steady rate; latency = the task's start time - the enqueue
+    time. later_django and django-tasks-db return the start time (their result);
+    Procrastinate stores no return value, so its ``stamp`` writes (job id, start
+    time) to a small table (``procrastinate_tasks.STAMP_TABLE``), read at the end:
+    the time is taken when the task function starts, as for the others, rather than
+    its ``procrastinate_events`` 'started' row, which is the database's ``now()``
+    of the fetching transaction (earlier than the function's start)."""
+    from django.db import connection, transaction
 
-    from bench.bench_project.tasks import stamp
-    from later_django.compat.tasks import TaskResultStatus
-
+    stamp = tasks_of(system).stamp
     jobs, rate = options.latency_jobs, options.latency_rate
+    if system == PROC:
+        from bench.bench_project.procrastinate_tasks import STAMP_TABLE
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"CREATE TABLE {STAMP_TABLE}"
+                " (job_id bigint PRIMARY KEY, started_at double precision NOT NULL)"
+            )
     workers = start_workers(system, options, log_dir)
     try:
         wait_until_ready(system, workers)
-        sent: list[tuple[str, float]] = []
+        sent: list[tuple[Any, float]] = []
         started = time.perf_counter()
         for n in range(jobs):
             pause = started + n / rate - time.perf_counter()
@@ -411,17 +683,27 @@ def run_latency(system: str, options: argparse.Namespace, log_dir: Path) -> dict
                 time.sleep(pause)
             enqueued_at = time.time()
             with transaction.atomic():
-                result = stamp.enqueue(enqueued_at)
-            sent.append((result.id, enqueued_at))
+                result = enqueue_one(system, stamp, enqueued_at)
+            sent.append((result if system == PROC else result.id, enqueued_at))
         send_s = time.perf_counter() - started
         _, _, failed = wait_finished(system, jobs, timeout=60)
     finally:
         problems = stop_workers(workers)
     latencies_ms = []
-    for result_id, enqueued_at in sent:
-        result = stamp.get_result(result_id)
-        if result.status == TaskResultStatus.SUCCESSFUL:
-            latencies_ms.append((result.return_value - enqueued_at) * 1000)
+    if system == PROC:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT job_id, started_at FROM {STAMP_TABLE}")
+            started_at = dict(cursor.fetchall())
+        for job_id, enqueued_at in sent:
+            if job_id in started_at:
+                latencies_ms.append((started_at[job_id] - enqueued_at) * 1000)
+    else:
+        from later_django.compat.tasks import TaskResultStatus
+
+        for result_id, enqueued_at in sent:
+            result = stamp.get_result(result_id)
+            if result.status == TaskResultStatus.SUCCESSFUL:
+                latencies_ms.append((result.return_value - enqueued_at) * 1000)
     if len(latencies_ms) < 2:
         raise SystemExit(f"{system}: only {len(latencies_ms)} of {jobs} latency jobs succeeded")
     cuts = statistics.quantiles(latencies_ms, n=100, method="inclusive")
@@ -499,9 +781,11 @@ def driver(scenario: str, options: argparse.Namespace) -> None:
     log_dir = Path(options.log_dir)
     system = os.environ["BENCH_SYSTEM"]
     if scenario == "enqueue":
-        result = run_enqueue(system, options)
+        result = run_enqueue(system, options, log_dir)
+    elif scenario == "enqueue_in_tx":
+        result = run_enqueue_in_tx(system, options, log_dir)
     elif scenario == "enqueue_many":
-        result = run_enqueue_many(system, options)
+        result = run_enqueue_many(system, options, log_dir)
     elif scenario == "drain":
         result = run_drain(system, options, log_dir)
     elif scenario == "log_append":
@@ -586,6 +870,9 @@ def run_scenario(
                 "concurrency",
                 "dtdb_interval",
                 "log_records",
+                "in_tx_jobs",
+                "bare_inserts",
+                "enqueue_workers",
             )
         ]
         completed = subprocess.run(
@@ -623,20 +910,36 @@ def figures(
 ) -> list[dict[str, Any]]:
     """The JSON lines of one scenario for one system (before ratios)."""
     base = {"system": system}
-    if system == LATER and scenario in ("drain", "latency", "rss", "partition_drain"):
+    with_workers = {"drain", "latency", "rss", "partition_drain", *DRAIN_FIGURES}
+    if scenario in ENQUEUE_SCENARIOS or scenario == "bare_insert_commit":
+        base["enqueue_workers"] = options.enqueue_workers
+        if options.enqueue_workers == "on":
+            with_workers.add(scenario)
+    if system == LATER and scenario in with_workers:
         base["workers"] = f"later_worker --processes 2 --concurrency {options.concurrency}"
-    elif system == DTDB and scenario in ("drain", "latency", "rss"):
+    elif system == DTDB and scenario in with_workers:
         base["workers"] = f"2 x db_worker --interval {options.dtdb_interval}"
+    elif system == PROC and scenario in with_workers:
+        base["workers"] = (
+            "2 x procrastinate worker, its defaults: concurrency 1 (one job at a time "
+            "per process), LISTEN/NOTIFY, 5 s polling"
+        )
     if system == DTDB and scenario in ("enqueue_many", "drain"):
         base["note"] = (
             "django-tasks-db has no bulk API: a loop of enqueue() in one transaction per batch"
         )
+    if system == PROC and scenario in ("enqueue_many", "drain"):
+        base["note"] = "batch_defer() of 1,000 jobs per call"
+
+    def median_of(key: str, digits: int = 3) -> float | None:
+        values = [result[key] for result in results if result.get(key) is not None]
+        return round(statistics.median(values), digits) if values else None
 
     def line(name: str, key: str, unit: str, higher: bool, **extra: Any) -> dict[str, Any]:
         values = [result[key] for result in results]
         usable = [value for value in values if value is not None]
         value = statistics.median(usable) if usable else None
-        digits = 1 if unit in ("jobs/s", "MB") else 2
+        digits = 1 if unit in ("jobs/s", "MB") else 3 if name in EXACT_MS else 2
         return {
             "scenario": name,
             "db": options.db,
@@ -648,8 +951,70 @@ def figures(
             **extra,
         }
 
-    if scenario in ("enqueue", "enqueue_many"):
-        return [line(scenario, "value", "jobs/s", True, jobs=results[0]["jobs"])]
+    problems = {"worker_problems": sum(len(result["worker_problems"]) for result in results)}
+    if scenario == "enqueue":
+        return [
+            line(
+                scenario,
+                "value",
+                "jobs/s",
+                True,
+                jobs=results[0]["jobs"],
+                ms_per_job=median_of("ms_per_job"),
+                bare_insert_commit_ms=median_of("bare_insert_commit_ms"),
+                over_bare_ms=median_of("over_bare_ms"),
+                **problems,
+            )
+        ]
+    if scenario == "bare_insert_commit":
+        return [
+            {
+                **line(
+                    scenario, "bare_insert_commit_ms", "ms", False, inserts=options.bare_inserts
+                ),
+                "system": f"bare {'sqlite3' if options.db == 'sqlite' else 'psycopg'}",
+                "measured": f"INSERT of one {BARE_PAYLOAD_BYTES}-byte row + COMMIT, no "
+                "framework, same database and driver, in later_django's enqueue run",
+            }
+        ]
+    if scenario == "enqueue_in_tx":
+        return [
+            line(
+                scenario,
+                "value",
+                "jobs/s",
+                True,
+                jobs=results[0]["jobs"],
+                ms_per_call=median_of("ms_per_call"),
+                timing=f"{results[0]['jobs']} enqueues in one transaction.atomic(), commit "
+                "included",
+                **problems,
+            )
+        ]
+    if scenario == "enqueue_many":
+        return [line(scenario, "value", "jobs/s", True, jobs=results[0]["jobs"], **problems)]
+    if scenario in ("cpu_per_job", "machine_cpu_per_job"):
+        measured = (
+            "user+system CPU of the worker commands' processes and their children (/proc) "
+            "from just before publishing to the last job finished, / jobs finished"
+            if scenario == "cpu_per_job"
+            else "busy CPU of the whole machine (/proc/stat, all cores, not idle or "
+            "iowait: the database server and the driver included) over the same interval, "
+            "/ jobs finished"
+        )
+        key = "cpu_ms_per_job" if scenario == "cpu_per_job" else "machine_cpu_ms_per_job"
+        seconds_key = "worker_cpu_seconds" if scenario == "cpu_per_job" else "machine_cpu_seconds"
+        return [
+            line(
+                scenario,
+                key,
+                "ms",
+                False,
+                jobs=results[0]["jobs"],
+                cpu_seconds=[result[seconds_key] for result in results],
+                measured=measured,
+            )
+        ]
     if scenario in ("log_append", "log_consume"):
         return [
             line(
@@ -696,6 +1061,8 @@ def figures(
                 failed=sum(result["failed"] for result in results),
                 timing="from the commit of the published jobs to the last finished; "
                 "workers started and idle before",
+                jobs_rule=f"the same --drain-jobs for every system (default "
+                f"{DRAIN_JOBS_COMPARE:,} with --compare, {DRAIN_JOBS_ALONE:,} without)",
                 worker_problems=sum(len(result["worker_problems"]) for result in results),
             )
         ]
@@ -724,37 +1091,108 @@ def figures(
     ]
 
 
-def ensure_django_tasks_db() -> str:
-    """The installed django-tasks-db version, installing it from PyPI into this
+def ensure_package(name: str) -> str:
+    """The installed version of ``name``, installing it from PyPI into this
     interpreter's environment (the venv) first when it is missing."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("django-tasks-db")
+        return version(name)
     except PackageNotFoundError:
-        print("--compare: installing django-tasks-db into this venv", file=sys.stderr)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "django-tasks-db"], check=True
-        )
-        return version("django-tasks-db")
+        print(f"--compare: installing {name} into this venv", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", name], check=True)
+        return version(name)
+
+
+def installed_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def ratio_meaning(peer: str, higher_is_better: bool) -> str:
+    if higher_is_better:
+        return f"times better later_django is: later_django / {peer}"
+    return f"times better later_django is (lower is better): {peer} / later_django"
+
+
+def markdown_table(lines: list[dict[str, Any]], peers: list[str]) -> str:
+    """One row per figure (and the enqueue lines' per-job ms), a column per system and
+    one per peer's ratio; a peer's "skipped" line marks every row of its scenario."""
+    rows: dict[str, dict[str, Any]] = {}  # label -> {"scenario": ..., system: value, ...}
+
+    def cell(value: Any) -> str:
+        return "-" if value is None else f"{value:,}" if isinstance(value, int | float) else value
+
+    for line in lines:
+        scenario = line["scenario"]
+        if line.get("skipped"):
+            for row in rows.values():
+                if row["scenario"] == scenario or row["scenario"].startswith(f"{scenario}_"):
+                    row[line["system"]] = "skipped"
+            continue
+        system = LATER if scenario == "bare_insert_commit" else line["system"]
+        label = f"{scenario} ({line['unit']})"
+        if scenario == "bare_insert_commit":
+            label = f"bare_insert_commit, {line['system']} (ms)"
+        row = rows.setdefault(label, {"scenario": scenario})
+        row[system] = line["value"]
+        if system != LATER:
+            row[f"ratio {system}"] = line.get("ratio")
+        for key in ("ms_per_job", "over_bare_ms", "ms_per_call"):
+            if key in line:
+                rows.setdefault(f"{scenario} {key} (ms)", {"scenario": scenario})[system] = line[
+                    key
+                ]
+    columns = [LATER, *peers, *[f"ratio {peer}" for peer in peers]]
+    out = ["| figure | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for label, row in rows.items():
+        out.append(f"| {label} | " + " | ".join(cell(row.get(column)) for column in columns) + " |")
+    return "\n".join(out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
-    parser.add_argument("--compare", action="store_true", help="also run django-tasks-db")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run django-tasks-db and (PostgreSQL only) Procrastinate",
+    )
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--enqueue-jobs", type=int, default=3_000)
+    parser.add_argument("--in-tx-jobs", type=int, default=2_000, help="enqueue_in_tx")
+    parser.add_argument(
+        "--bare-inserts", type=int, default=2_000, help="the bare INSERT+COMMIT beside enqueue"
+    )
     parser.add_argument("--bulk-jobs", type=int, default=20_000)
-    parser.add_argument("--drain-jobs", type=int, default=20_000)
+    parser.add_argument(
+        "--drain-jobs",
+        type=int,
+        default=None,
+        help=f"drain and partition_drain; default {DRAIN_JOBS_COMPARE:,} with --compare "
+        f"(every system drains the same count), {DRAIN_JOBS_ALONE:,} without",
+    )
     parser.add_argument("--drain-timeout", type=float, default=300.0)
     parser.add_argument("--latency-jobs", type=int, default=500)
     parser.add_argument("--latency-rate", type=float, default=50.0)
+    parser.add_argument(
+        "--enqueue-workers",
+        choices=["on", "off"],
+        default="on",
+        help="enqueue scenarios with the system's two workers running (on) or none (off)",
+    )
     parser.add_argument("--concurrency", type=int, default=16, help="later_worker threads")
     parser.add_argument("--dtdb-interval", type=float, default=0.1, help="db_worker --interval")
     parser.add_argument("--log-records", type=int, default=100_000, help="log_* scenarios")
     parser.add_argument("--postgres-url", default="postgres://root@127.0.0.1:5432/bench_later")
+    parser.add_argument(
+        "--table", action="store_true", help="a Markdown table of the figures on stderr at the end"
+    )
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument(
         "--log-dir", help="keep the workers' logs here (default: a temporary directory)"
@@ -766,14 +1204,24 @@ def main() -> None:
         driver(options.driver, options)
         return
 
+    if options.drain_jobs is None:
+        options.drain_jobs = DRAIN_JOBS_COMPARE if options.compare else DRAIN_JOBS_ALONE
     scenarios = [name.strip() for name in options.scenarios.split(",") if name.strip()]
     unknown = sorted(set(scenarios) - set(SCENARIOS))
     if unknown:
         parser.error(f"unknown scenarios {unknown}; known: {SCENARIOS}")
     systems = [LATER]
+    versions: dict[str, str | None] = {}
+    skipped: dict[str, str] = {}  # peer -> why
     if options.compare:
-        dtdb_version = ensure_django_tasks_db()
-        systems.append(DTDB)
+        for peer in PEERS:
+            if peer in POSTGRES_ONLY and options.db != "postgres":
+                skipped[peer] = POSTGRES_ONLY[peer]
+                versions[peer] = installed_version(peer)
+                continue
+            versions[peer] = ensure_package(peer)
+            systems.append(peer)
+    peers = [peer for peer in PEERS if peer in versions]
     load = os.getloadavg()[0]
     if load > 0.5:
         print(
@@ -786,35 +1234,55 @@ def main() -> None:
     if "rss" in scenarios and "drain" not in scenarios:
         runs_of.insert(runs_of.index("latency") if "latency" in runs_of else len(runs_of), "drain")
 
+    printed: list[dict[str, Any]] = []
+
+    def emit(line: dict[str, Any]) -> None:
+        printed.append(line)
+        print(json.dumps(line), flush=True)
+
     with tempfile.TemporaryDirectory(prefix="later-bench-") as directory:
         for scenario in runs_of:
             ran = [LATER] if scenario in LATER_ONLY else systems
             results: dict[str, list[dict[str, Any]]] = {system: [] for system in ran}
             for run in range(options.runs):
-                for system in ran:  # interleaved, so drift hits both alike
+                for system in ran:  # interleaved, so drift hits all alike
                     results[system].append(
                         run_scenario(system, options.db, scenario, options, Path(directory), run)
                     )
             reported = [scenario] if scenario != "drain" else []
             if scenario == "drain":
-                reported = [name for name in ("drain", "rss") if name in scenarios]
+                reported = [name for name in DRAIN_FIGURES if name in scenarios or name != "rss"]
+                if "drain" not in scenarios:  # run for rss only
+                    reported = ["rss"]
             for name in reported:
                 lines = {system: figures(name, system, results[system], options) for system in ran}
                 for position, later_line in enumerate(lines[LATER]):
-                    print(json.dumps(later_line), flush=True)
-                    if DTDB in lines:
-                        other = lines[DTDB][position]
-                        other["version"] = dtdb_version
+                    emit(later_line)
+                    for peer in ran[1:]:
+                        other = lines[peer][position]
+                        other["version"] = versions[peer]
                         other["ratio"] = better_ratio(
                             later_line["value"], other["value"], later_line["higher_is_better"]
                         )
-                        other["ratio_meaning"] = (
-                            "times better later_django is: later_django / django-tasks-db"
-                            if later_line["higher_is_better"]
-                            else "times better later_django is (lower is better): "
-                            "django-tasks-db / later_django"
+                        other["ratio_meaning"] = ratio_meaning(peer, later_line["higher_is_better"])
+                        emit(other)
+                if scenario not in LATER_ONLY:
+                    for peer, why in skipped.items():
+                        emit(
+                            {
+                                "scenario": name,
+                                "db": options.db,
+                                "system": peer,
+                                "value": None,
+                                "skipped": why,
+                                "version": versions[peer],
+                                "ratio": None,
+                            }
                         )
-                        print(json.dumps(other), flush=True)
+                if name == "enqueue":
+                    emit(figures("bare_insert_commit", LATER, results[LATER], options)[0])
+    if options.table:
+        print(markdown_table(printed, peers), file=sys.stderr)
 
 
 if __name__ == "__main__":

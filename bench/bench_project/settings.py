@@ -2,15 +2,20 @@
 
 Read from the environment (``bench.py`` sets them for its drivers and workers):
 
-* ``BENCH_SYSTEM``: ``later_django`` (``LaterBackend``, app ``later_django``) or
-  ``django-tasks-db`` (``django_tasks_db.DatabaseBackend``, app ``django_tasks_db``);
-  the ``default`` task backend either way, so ``bench_project.tasks`` serves both.
+* ``BENCH_SYSTEM``: ``later_django`` (``LaterBackend``, app ``later_django``),
+  ``django-tasks-db`` (``django_tasks_db.DatabaseBackend``, app ``django_tasks_db``)
+  or ``procrastinate`` (app ``procrastinate.contrib.django``, PostgreSQL only). The
+  first two are the ``default`` task backend, so ``bench_project.tasks`` serves both;
+  Procrastinate has its own task API: its tasks are ``bench_project.procrastinate_tasks``
+  (``PROCRASTINATE_IMPORT_PATHS``, so its worker imports them), deferred through its
+  Django connector (Django's own connection: a ``defer()`` inside
+  ``transaction.atomic()`` is part of that transaction).
 * ``BENCH_DATABASE_URL``: ``sqlite:////abs/path.sqlite3`` or
   ``postgres://root@127.0.0.1:5432/bench_later`` (dj-database-url form).
 
 SQLite gets the options later_django recommends and its tests use (WAL,
 ``transaction_mode="IMMEDIATE"``, ``synchronous=NORMAL``, a 20 s busy timeout).
-Both systems keep their connections (``CONN_MAX_AGE``): django-tasks-db's worker
+All systems keep their Django connections (``CONN_MAX_AGE``): django-tasks-db's worker
 calls ``close_old_connections()`` around every task, which with Django's default
 of 0 would reconnect for every task.
 """
@@ -20,8 +25,9 @@ import os
 import dj_database_url
 
 SYSTEM = os.environ.get("BENCH_SYSTEM", "later_django")
-if SYSTEM not in ("later_django", "django-tasks-db"):
-    raise ValueError(f"BENCH_SYSTEM must be later_django or django-tasks-db, got {SYSTEM!r}")
+SYSTEMS = ("later_django", "django-tasks-db", "procrastinate")
+if SYSTEM not in SYSTEMS:
+    raise ValueError(f"BENCH_SYSTEM must be one of {SYSTEMS}, got {SYSTEM!r}")
 
 SECRET_KEY = "later-django-bench-not-secret"
 DEBUG = False
@@ -50,6 +56,13 @@ if SYSTEM == "later_django":
         import json
 
         LATER["TOPICS"] = json.loads(os.environ["BENCH_TOPICS"])
-else:
+elif SYSTEM == "django-tasks-db":
     INSTALLED_APPS = ["django_tasks_db"]
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
+else:
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        raise ValueError("procrastinate has no SQLite connector: PostgreSQL only")
+    # Its documented Django set-up: the app (its migrations run with ``migrate``; its
+    # default connector is Django's connection) and the module of the tasks.
+    INSTALLED_APPS = ["procrastinate.contrib.django"]
+    PROCRASTINATE_IMPORT_PATHS = ["bench.bench_project.procrastinate_tasks"]
