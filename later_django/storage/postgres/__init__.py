@@ -43,7 +43,12 @@ class PostgresDriver(Driver):
         connection.close_if_health_check_failed()
         connection.ensure_connection()
         with connection.wrap_database_errors:
-            return connection._prepare_cursor(_psycopg().Cursor(connection.connection))
+            cursor = _psycopg().Cursor(connection.connection)
+            # Lists as binary arrays: in text form psycopg quotes every string of a
+            # list through a regular expression and spells every bytea in hex (tens
+            # of calls per job of a batch); binary sends them as they are.
+            cursor.adapters.register_dumper(list, _list_binary_dumper())
+            return connection._prepare_cursor(cursor)
 
     def execute_rows(
         self,
@@ -109,6 +114,12 @@ def _psycopg() -> Any:
     import psycopg
 
     return psycopg
+
+
+def _list_binary_dumper() -> Any:
+    from psycopg.types.array import ListBinaryDumper
+
+    return ListBinaryDumper
 
 
 def _notified_marker() -> None:
