@@ -50,6 +50,10 @@ if SYSTEM == "later_django":
         import json
 
         LATER["TOPICS"] = json.loads(os.environ["BENCH_TOPICS"])
+    if os.environ.get("BENCH_RETENTION"):  # bloat: finished records kept briefly, as JSON
+        import json
+
+        LATER["RETENTION"] = json.loads(os.environ["BENCH_RETENTION"])
 else:
     INSTALLED_APPS = ["django_tasks_db"]
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
