@@ -91,6 +91,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="--quick: a database URL (dropped and created); default a throwaway cluster",
     )
     parser.add_argument("--rate", type=float, default=200.0, help="jobs per second")
+    parser.add_argument(
+        "--quick-rate",
+        type=float,
+        default=0.0,
+        help="--quick: enqueue at this rate in --batch transactions (0: batches of 500 at once)",
+    )
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--sample-seconds", type=float, default=10.0)
     parser.add_argument("--batch", type=int, default=10, help="jobs per enqueue transaction")
@@ -179,7 +185,9 @@ def _database(options: argparse.Namespace):  # type: ignore[no-untyped-def]
         name = parts.path.lstrip("/")
         admin_url = urlunsplit(parts._replace(path="/postgres"))
         with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
             try:
                 yield options.postgres_url, {"server": f"{parts.hostname}:{parts.port}"}
@@ -261,7 +269,9 @@ def _wait_ready(conn, workers: subprocess.Popen, options: argparse.Namespace, lo
     deadline = time.monotonic() + WORKER_START_TIMEOUT
     while time.monotonic() < deadline:
         if workers.poll() is not None:
-            raise SystemExit(f"later_worker exited {workers.returncode}:\n{log.read_text()[-3000:]}")
+            raise SystemExit(
+                f"later_worker exited {workers.returncode}:\n{log.read_text()[-3000:]}"
+            )
         live = conn.execute(
             "SELECT count(*) FROM later_worker WHERE namespace = %s", (NAMESPACE,)
         ).fetchone()[0]
@@ -383,8 +393,16 @@ def run_bloat(options: argparse.Namespace) -> list[dict[str, Any]]:
 def _quick(conn, env, workers, options, server, lines) -> None:  # type: ignore[no-untyped-def]
     before = _read_stats(conn)
     started = time.monotonic()
+    if options.quick_rate:
+        extra = [
+            f"--rate={options.quick_rate}",
+            f"--batch={options.batch}",
+            f"--enqueue-seconds={options.jobs / options.quick_rate}",
+        ]
+    else:
+        extra = [f"--enqueue-jobs={options.jobs}"]
     subprocess.run(
-        _enqueue_command(options, f"--enqueue-jobs={options.jobs}"),
+        _enqueue_command(options, *extra),
         env=env,
         cwd=ROOT,
         check=True,
@@ -404,6 +422,9 @@ def _quick(conn, env, workers, options, server, lines) -> None:  # type: ignore[
             "scenario": "bloat_quick",
             **server,
             "jobs": options.jobs,
+            "enqueued": f"{options.quick_rate:g}/s in {options.batch}s"
+            if options.quick_rate
+            else "batches of 500 at once",
             "done": done,
             "seconds": round(seconds, 2),
             "note": "dead tuples created per job; vacuum_per_job = non-HOT updates + deletes",
