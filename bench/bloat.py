@@ -525,6 +525,10 @@ def _summary(options, server, base, final, samples, sent, done, drain_lag) -> di
         if table["autovacuum_count"] - base.get(name, {}).get("autovacuum_count", 0)
     }
     measured = churn(base, final, max(done, 1))
+    peak_by_table: dict[str, int] = {}
+    for sample in samples:
+        for name, table in sample.get("tables", {}).items():
+            peak_by_table[name] = max(peak_by_table.get(name, 0), table["n_dead_tup"])
     return {
         "scenario": "bloat",
         **server,
@@ -541,6 +545,10 @@ def _summary(options, server, base, final, samples, sent, done, drain_lag) -> di
         "bytes_end": end_bytes,
         "growth_from_minute_3": growth,
         "autovacuums": vacuums,
+        "peak_dead_by_table": {name: n for name, n in peak_by_table.items() if n},
+        "bytes_end_by_table": {
+            name: table["bytes"] for name, table in final.items() if table["n_tup_ins"]
+        },
         "peak_dead_ok": peak["dead"] < PEAK_DEAD_LIMIT,
         "size_flat": growth is not None and growth < FLAT_GROWTH,
         "lean": measured["job_path_vacuum_per_job"] <= LEAN_LIMIT,
