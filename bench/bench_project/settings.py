@@ -7,6 +7,9 @@ Read from the environment (``bench.py`` sets them for its drivers and workers):
   the ``default`` task backend either way, so ``bench_project.tasks`` serves both.
 * ``BENCH_DATABASE_URL``: ``sqlite:////abs/path.sqlite3`` or
   ``postgres://root@127.0.0.1:5432/bench_later`` (dj-database-url form).
+* ``BENCH_TOPICS``, ``BENCH_RETENTION`` (optional, JSON): ``LATER["TOPICS"]`` for
+  ``partition_drain``, ``LATER["RETENTION"]`` for ``bloat.py`` (finished records
+  kept briefly, so the sweep deletes them during the run).
 
 SQLite gets the options later_django recommends and its tests use (WAL,
 ``transaction_mode="IMMEDIATE"``, ``synchronous=NORMAL``, a 20 s busy timeout).
