@@ -237,7 +237,23 @@ def _read_stats(conn) -> dict[str, dict[str, int]]:  # type: ignore[no-untyped-d
 
 
 def _finished(conn) -> int:  # type: ignore[no-untyped-def]
+    """Finished jobs still kept (the steady run's short retention sweeps them)."""
     return int(conn.execute(FINISHED_QUERY, (NAMESPACE,)).fetchone()[0])
+
+
+def _queued(conn) -> int:  # type: ignore[no-untyped-def]
+    """Delivery rows left: ready or running jobs (each job has one until it finished)."""
+    return int(conn.execute("SELECT count(*) FROM later_delivery_queue").fetchone()[0])
+
+
+def _failed(conn) -> int:  # type: ignore[no-untyped-def]
+    return int(
+        conn.execute(
+            "SELECT coalesce(sum(count), 0) FROM later_stage_counts "
+            "WHERE namespace = %s AND stage = 'failed'",
+            (NAMESPACE,),
+        ).fetchone()[0]
+    )
 
 
 def _start_workers(env: dict[str, str], options: argparse.Namespace, log: Path) -> subprocess.Popen:
@@ -441,7 +457,6 @@ def _total(stats: dict[str, dict[str, int]], key: str) -> int:
 def _steady(conn, env, workers, options, server, lines) -> None:  # type: ignore[no-untyped-def]
     seconds = options.minutes * 60
     base = _read_stats(conn)
-    base_done = _finished(conn)
     enqueuing = subprocess.Popen(
         _enqueue_command(
             options,
@@ -462,11 +477,15 @@ def _steady(conn, env, workers, options, server, lines) -> None:  # type: ignore
             now = time.monotonic()
             if now >= next_sample:
                 stats = _read_stats(conn)
-                done = _finished(conn) - base_done
+                queue = stats.get("later_delivery_queue", {})
                 sample = {
                     "scenario": "bloat_sample",
                     "t": round(now - started, 1),
-                    "done": done,
+                    # From the statistics (flushed about once a second by busy backends):
+                    # messages published and acknowledged (one per job) since the start.
+                    "published": queue.get("n_tup_ins", 0)
+                    - base["later_delivery_queue"]["n_tup_ins"],
+                    "acked": queue.get("n_tup_del", 0) - base["later_delivery_queue"]["n_tup_del"],
                     "dead": _total(stats, "n_dead_tup"),
                     "bytes": _total(stats, "bytes"),
                     "tables": {
@@ -486,7 +505,7 @@ def _steady(conn, env, workers, options, server, lines) -> None:  # type: ignore
             raise SystemExit(f"enqueuer exited {enqueuing.returncode}")
         sent = json.loads(out.strip().splitlines()[-1])["sent"]
         lag_started = time.monotonic()
-        while _finished(conn) - base_done < sent and time.monotonic() - lag_started < 60:
+        while _queued(conn) and time.monotonic() - lag_started < 60:
             time.sleep(0.2)
         drain_lag = time.monotonic() - lag_started
     finally:
@@ -496,7 +515,9 @@ def _steady(conn, env, workers, options, server, lines) -> None:  # type: ignore
     _stop_workers(workers)
     time.sleep(STATS_FLUSH_SECONDS)
     final = _read_stats(conn)
-    done = _finished(conn) - base_done
+    # Every job has one delivery row until it finished (the drain waited for none left).
+    done = sent - _queued(conn)
+    failed = _failed(conn)
     samples.append(
         {
             "t": round(time.monotonic() - started, 1),
@@ -504,7 +525,8 @@ def _steady(conn, env, workers, options, server, lines) -> None:  # type: ignore
             "bytes": _total(final, "bytes"),
         }
     )
-    _emit(lines, _summary(options, server, base, final, samples, sent, done, drain_lag))
+    summary = _summary(options, server, base, final, samples, sent, done, drain_lag)
+    _emit(lines, {**summary, "failed": failed})
 
 
 def _summary(options, server, base, final, samples, sent, done, drain_lag) -> dict[str, Any]:  # type: ignore[no-untyped-def]
