@@ -32,12 +32,13 @@ What this migration changes (no statement and no guarantee changes):
      messages, so the halved density costs a few pages;
    * ``later_storage`` 70: a record's start update is HOT when its page has room
      for one more version (pruning then frees the old one). Measured share of
-     HOT starts (``bloat.py --quick``, 5,000 jobs): at 200 jobs/s in batches of
-     10, 0.74 with 100, 0.79 with 80, 0.92 with 70, 0.99 with 60; enqueued in
-     batches of 500 at once, 0.29, 0.36, 0.52, 0.67. Records are kept for
-     ``RETENTION`` (a day by default), so this table is large and its free space
-     is paid for every kept record: 70 (1.43 times the packed size) takes most
-     of the gain, 60 (1.67 times) the rest;
+     HOT starts (``bloat.py --quick``, 5,000 jobs): enqueued in batches of 500 at
+     once, 0.29-0.31 with 100, 0.36 with 80, 0.52-0.55 with 70, 0.67 with 60; at
+     a steady 200 jobs/s in batches of 10 the newest page usually has room
+     anyway (0.74-0.98 with 100 over three runs, 0.92-1.00 with 70). Records are
+     kept for ``RETENTION`` (a day by default), so the reserved space is paid for
+     every kept record: 70 (1.43 times the packed heap) halves the non-HOT starts
+     of a burst; less would cost more space for little;
    * ``later_stage_counts``, ``later_queue_depth`` 10 (the lowest allowed): a few
      dozen tiny rows updated by every statement that moves a job; with nine
      tenths of each page free a HOT update finds room on its page, and even a
