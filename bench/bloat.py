@@ -5,11 +5,13 @@ on the ``bench/bench_project`` settings (``BENCH_SYSTEM=later_django``):
 
 * ``--quick``: on ``--postgres-url`` (any server, also the main one: the database
   of the URL is dropped and created for the run and dropped at the end) or, without
-  a URL, on a throwaway cluster. ``--jobs`` (5,000) no-op jobs are drained; the
-  statistics of ``pg_stat_user_tables`` are read before the jobs and after the
-  workers stopped (a backend flushes its table statistics when it goes idle or
-  exits; the read waits ``STATS_FLUSH_SECONDS`` after the stop), so every figure
-  is an exact delta: the churn per job of every ``later_*`` table.
+  a URL, on a throwaway cluster. ``--jobs`` (5,000) no-op jobs are drained
+  (enqueued in batches of 500 at once, or with ``--quick-rate R`` at R a second
+  in batches of ``--batch``); the statistics of ``pg_stat_user_tables`` are
+  read before the jobs and after the workers stopped (a backend flushes its
+  table statistics when it goes idle or exits; the read waits
+  ``STATS_FLUSH_SECONDS`` after the stop), so every figure is an exact delta:
+  the churn per job of every ``later_*`` table.
 * the full run (default): a throwaway cluster (``chaos.cluster``: Debian's
   defaults, autovacuum on; ``--naptime`` overrides ``autovacuum_naptime``), jobs
   enqueued at a steady ``--rate`` (200/s) for ``--minutes`` (10) in transactions
@@ -17,7 +19,10 @@ on the ``bench/bench_project`` settings (``BENCH_SYSTEM=later_django``):
   the sweep deletes them and the tables can reach a steady state; every
   ``--sample-seconds`` (10) one JSON line per sample (per ``later_*`` table:
   n_live_tup, n_dead_tup, n_tup_ins/upd/hot_upd/del, autovacuum_count,
-  pg_total_relation_size), then a summary line.
+  pg_total_relation_size; ``published``/``acked``: delivery rows inserted and
+  deleted so far, one per job), then a summary line. Jobs done are counted by
+  delivery rows (a job keeps one until it finished): the finished-stage counters
+  shrink as the sweep removes expired jobs.
 
 Churn: a job "creates" ``n_tup_upd + n_tup_del`` dead tuples (the old version of
 an updated row, a deleted row). A HOT update's old version is removed by page
@@ -33,8 +38,9 @@ grows less than ``FLAT_GROWTH`` = 10 % from the sample at minute ``FLAT_FROM_MIN
 tables but the counters) is at most 3.
 
     .venv/bin/python bench/bloat.py --quick --postgres-url postgres://root@127.0.0.1:5432/bloat_i13
-    .venv/bin/python bench/bloat.py --quick            # on a throwaway cluster
+    .venv/bin/python bench/bloat.py --quick --quick-rate 200   # on a throwaway cluster
     .venv/bin/python bench/bloat.py                    # 10 minutes at 200 jobs/s
+    .venv/bin/python bench/bloat.py --minutes 4 --naptime 5s
 
 ``run_bloat(options) -> list[dict]`` runs the same from another script (``options``
 as :func:`parse_args` makes them, e.g. ``parse_args(["--quick"])``); it returns the
