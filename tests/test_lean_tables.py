@@ -1,0 +1,103 @@
+"""Migration 0007: PostgreSQL's hot tables carry their fillfactor and autovacuum
+settings, and the claim index no longer holds ``lease_until``; SQLite is unchanged.
+Both ways, on both databases (real databases, read from their catalogs)."""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+import pytest
+from django.core.management import call_command
+from django.db import connections
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+LEAN = import_module("later_django.migrations.0007_postgres_lean_tables")
+BEFORE = "0006"
+
+
+def reloptions(alias: str) -> dict[str, dict[str, str]]:
+    """``pg_class.reloptions`` of every ``later_*`` table of the current schema."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, c.reloptions FROM pg_class AS c "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relkind = 'r' "
+            "AND c.relname LIKE 'later\\_%%'"
+        )
+        return {
+            name: dict(option.split("=", 1) for option in options or [])
+            for name, options in cursor.fetchall()
+        }
+
+
+def claim_index_definition(alias: str) -> str:
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+                "AND indexname = 'later_delivery_queue_claim_idx'"
+            )
+        else:
+            cursor.execute(
+                "SELECT sql FROM sqlite_master WHERE name = 'later_delivery_queue_claim_idx'"
+            )
+        (definition,) = cursor.fetchone()
+        return definition
+
+
+def test_every_hot_table_carries_its_options_on_postgres(postgres_alias: str) -> None:
+    options = reloptions(postgres_alias)
+    for table, expected in LEAN.TABLE_OPTIONS.items():
+        assert options[table] == expected, table
+    assert options["later_storage"]["fillfactor"] == "70"
+    assert options["later_delivery_queue"]["autovacuum_vacuum_scale_factor"] == "0"
+    assert options["later_stage_counts"]["fillfactor"] == "10"
+    # Tables that are not hot keep the server's settings.
+    assert options["later_log_record"] == {}
+    assert options["later_topic"] == {}
+
+
+def test_the_claim_index_leaves_lease_until_out_on_postgres(postgres_alias: str) -> None:
+    definition = claim_index_definition(postgres_alias)
+    assert "INCLUDE (queue_name, available_at)" in definition
+    assert "lease_until" not in definition
+
+
+def test_reversing_0007_restores_the_options_and_the_index(db_alias: str) -> None:
+    vendor = connections[db_alias].vendor
+    sqlite_index = claim_index_definition(db_alias) if vendor == "sqlite" else None
+    call_command("migrate", "later_django", BEFORE, database=db_alias, verbosity=0)
+    try:
+        definition = claim_index_definition(db_alias)
+        if vendor == "postgresql":
+            assert all(options == {} for options in reloptions(db_alias).values())
+            assert "INCLUDE (queue_name, available_at, lease_until)" in definition
+        else:
+            assert definition == sqlite_index, "SQLite: 0007 changes nothing"
+    finally:
+        call_command("migrate", "later_django", database=db_alias, verbosity=0)
+    definition = claim_index_definition(db_alias)
+    if vendor == "postgresql":
+        assert (
+            reloptions(db_alias)["later_delivery_queue"]
+            == LEAN.TABLE_OPTIONS["later_delivery_queue"]
+        )
+        assert "lease_until" not in definition
+    else:
+        assert definition == sqlite_index
+
+
+def test_the_claim_still_claims_in_order_with_the_lean_index(db_alias: str) -> None:
+    """Claim order (priority, then age) and lapsed leases taken back, on the new index."""
+    from later_django.storage.stores import stores_for
+
+    queue = stores_for(db_alias).queue
+    queue.publish("ns", "q", [b"low-1", b"low-2"], 0, None)
+    queue.publish("ns", "q", [b"high"], 5, None)
+    first = queue.claim("ns", ["q"], "w1", lease_ms=60_000, batch_size=1)
+    assert [message.payload for message in first] == [b"high"]
+    rest = queue.claim("ns", ["q"], "w2", lease_ms=60_000, batch_size=5)
+    assert [message.payload for message in rest] == [b"low-1"]
+    assert queue.claim("ns", ["q"], "w3", lease_ms=60_000, batch_size=5)
