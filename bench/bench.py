@@ -143,6 +143,9 @@ SCENARIOS = [
     "log_consume",
     "partition_drain",
 ]
+#: Opt-in scenarios (not in the default list): ``bloat`` takes a throwaway PostgreSQL
+#: cluster and ``--bloat-minutes`` (10) of steady load (``bench/bloat.py``).
+OPT_IN_SCENARIOS = ["bloat"]
 #: Scenarios of later_django features the peers lack: never run for them (no ratio).
 LATER_ONLY = {"log_append", "log_consume", "partition_drain"}
 #: Scenarios that run with the system's two workers started and idle (``--enqueue-workers on``).
@@ -1154,6 +1157,18 @@ def markdown_table(lines: list[dict[str, Any]], peers: list[str]) -> str:
     return "\n".join(out)
 
 
+def run_bloat_scenario(options: argparse.Namespace) -> None:
+    """``--scenarios bloat``: ``bench/bloat.py``'s steady run (a throwaway cluster,
+    ``--bloat-rate`` jobs/s for ``--bloat-minutes``), then its quick drain of the same
+    cluster kind; ``bloat.py`` prints its JSON lines (a sample every 10 s, then the
+    summaries: dead tuples per job, peak dead tuples, size over time)."""
+    from bench import bloat
+
+    steady = ["--rate", str(options.bloat_rate), "--minutes", str(options.bloat_minutes)]
+    for argv in (steady, ["--quick"]):
+        bloat.run_bloat(bloat.parse_args(argv))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
@@ -1162,7 +1177,13 @@ def main() -> None:
         action="store_true",
         help="also run django-tasks-db and (PostgreSQL only) Procrastinate",
     )
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument(
+        "--scenarios",
+        default=",".join(SCENARIOS),
+        help=f"comma-separated; default all but the opt-in {OPT_IN_SCENARIOS}",
+    )
+    parser.add_argument("--bloat-minutes", type=float, default=10.0, help="bloat: steady run")
+    parser.add_argument("--bloat-rate", type=float, default=200.0, help="bloat: jobs per second")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--enqueue-jobs", type=int, default=3_000)
     parser.add_argument("--in-tx-jobs", type=int, default=2_000, help="enqueue_in_tx")
@@ -1207,9 +1228,16 @@ def main() -> None:
     if options.drain_jobs is None:
         options.drain_jobs = DRAIN_JOBS_COMPARE if options.compare else DRAIN_JOBS_ALONE
     scenarios = [name.strip() for name in options.scenarios.split(",") if name.strip()]
-    unknown = sorted(set(scenarios) - set(SCENARIOS))
+    unknown = sorted(set(scenarios) - set(SCENARIOS) - set(OPT_IN_SCENARIOS))
     if unknown:
-        parser.error(f"unknown scenarios {unknown}; known: {SCENARIOS}")
+        parser.error(f"unknown scenarios {unknown}; known: {SCENARIOS + OPT_IN_SCENARIOS}")
+    if "bloat" in scenarios:
+        if options.db != "postgres":
+            parser.error("the bloat scenario measures PostgreSQL's dead tuples: use --db postgres")
+        run_bloat_scenario(options)
+        scenarios.remove("bloat")
+        if not scenarios:
+            return
     systems = [LATER]
     versions: dict[str, str | None] = {}
     skipped: dict[str, str] = {}  # peer -> why
