@@ -3,7 +3,8 @@
 A worker claims up to a batch of delivery messages, then :func:`start_batch`
 reads the batch's records (one statement) and, in one transaction, writes them
 ``running`` with their index rows and execution leases (one statement per
-table), failing at once the jobs whose record cannot be decoded or whose task
+table; :func:`plan_batch` and :meth:`BatchStart.commit` are its two halves,
+so the worker can hand the jobs to their threads in between), failing at once the jobs whose record cannot be decoded or whose task
 is not registered, and retrying (as a failed attempt) jobs left ``running`` by
 a worker whose lease lapsed.
 
@@ -142,8 +143,52 @@ def start_batch(
 
     Messages that are not jobs, or whose job is gone, finished or not runnable
     now are acknowledged (or handed back, when another worker's execution lease
-    is still current) in the same transaction.
+    is still current) in the same transaction. :func:`plan_batch` then
+    :meth:`BatchStart.commit`.
     """
+    start = plan_batch(
+        messages,
+        stores=stores,
+        namespace=namespace,
+        worker_id=worker_id,
+        lease_ms=lease_ms,
+        settings=settings,
+    )
+    start.commit()
+    return start.started
+
+
+@dataclass
+class BatchStart:
+    """A batch's start, decided but not yet written: ``started`` are the jobs to run,
+    :meth:`commit` writes every move of the batch (one transaction)."""
+
+    started: list[StartedJob]
+    writes: JobWrites
+    worker: _Worker
+
+    def commit(self) -> None:
+        _commit_starts(self.writes, self.worker)
+
+    def unstarted(self, messages: Sequence[ClaimedMessage]) -> list[int]:
+        """The sequences of ``messages`` (the batch) whose job is not in ``started``."""
+        running = {job.sequence for job in self.started}
+        return [message.sequence for message in messages if message.sequence not in running]
+
+
+def plan_batch(
+    messages: Sequence[ClaimedMessage],
+    *,
+    stores: Stores,
+    namespace: str,
+    worker_id: str,
+    lease_ms: int,
+    settings: LaterSettings,
+) -> BatchStart:
+    """Reads the batch's records and decides each message's move (see
+    :func:`start_batch`); writes nothing. The jobs in ``started`` may be handed to
+    their threads before :meth:`BatchStart.commit`: the claim's lease already
+    keeps their messages from every other worker."""
     worker = _Worker(stores, namespace, worker_id, lease_ms, settings)
     now = now_ms()
     writes = JobWrites(namespace, owner=worker_id, lease_started_at_ms=now)
@@ -158,8 +203,7 @@ def start_batch(
             job = _start_message(writes, message, record, leases.get(record.job_id), now, worker)
             if job is not None:
                 started.append(job)
-    _commit_starts(writes, worker)
-    return started
+    return BatchStart(started, writes, worker)
 
 
 def _job_commands(
