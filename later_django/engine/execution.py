@@ -4,9 +4,10 @@ A worker claims up to a batch of delivery messages, then :func:`start_batch`
 reads the batch's records (one statement) and, in one transaction, writes them
 ``running`` with their index rows and execution leases (one statement per
 table; :func:`plan_batch` and :meth:`BatchStart.commit` are its two halves,
-so the worker can hand the jobs to their threads in between), failing at once the jobs whose record cannot be decoded or whose task
-is not registered, and retrying (as a failed attempt) jobs left ``running`` by
-a worker whose lease lapsed.
+so the worker can hand the jobs to their threads in between), failing at once
+the jobs whose record cannot be decoded or whose task is not registered, and
+retrying (as a failed attempt) jobs left ``running`` by a worker whose lease
+lapsed. On PostgreSQL the claim has read the records already (migration 0008).
 
 Jobs on topic partitions come from heads (:func:`start_heads`), not messages.
 Every transaction that starts or finishes one is fenced: one statement extends
@@ -232,13 +233,23 @@ def _claimed_records(
     worker: _Worker,
     now: int,
 ) -> dict[str, JobRecord]:
-    """The records of ``commands``' jobs, read in one statement, by job id. A message
-    whose record is gone is acknowledged; an undecodable record is written failed
-    and its message acknowledged."""
+    """The records of ``commands``' jobs, by job id: those the claim read already
+    (:attr:`ClaimedMessage.record`, used only when its key is the job's), the
+    others in one statement. A message whose record is gone is acknowledged; an
+    undecodable record is written failed and its message acknowledged."""
     namespace = worker.namespace
-    raws = worker.stores.kv.get_many(
-        [job_key(namespace, command.job_id) for _, command in commands]
-    )
+    raws: dict[str, bytes | None] = {}
+    for message, command in commands:
+        key = job_key(namespace, command.job_id)
+        if message.record is not None and message.record[0] == key:
+            raws[key] = message.record[1]
+    unread = [
+        key
+        for key in (job_key(namespace, command.job_id) for _, command in commands)
+        if key not in raws
+    ]
+    if unread:
+        raws.update(worker.stores.kv.get_many(unread))
     records: dict[str, JobRecord] = {}
     for message, command in commands:
         raw = raws.get(job_key(namespace, command.job_id))

@@ -15,8 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 from django.db import OperationalError, connections
+from django.test.utils import CaptureQueriesContext
 
 from later_django.conf import later_settings
 from later_django.core.keys import job_key
@@ -141,3 +143,43 @@ def test_a_planned_batch_writes_nothing_until_it_commits(engine_db: str) -> None
         "later_delivery_queue": 1,
         "later_job_execution": 1,
     }
+
+
+def test_plan_batch_reads_only_the_records_the_claim_did_not(engine_db: str) -> None:
+    """PostgreSQL's claim read the record of a job message already (migration 0008):
+    planning it runs no statement. A message of another layout (the same command,
+    its keys in another order) is read as before, in one statement; so is every
+    record on SQLite."""
+    stores = stores_for(engine_db)
+    hinted = tasks.add.enqueue(1, 2)
+    messages = stores.queue.claim(NAMESPACE, ["default"], "planner", 30_000, batch_size=1)
+    options = {
+        "stores": stores,
+        "namespace": NAMESPACE,
+        "worker_id": "planner",
+        "lease_ms": 30_000,
+        "settings": later_settings(),
+    }
+    postgres = connections[engine_db].vendor == "postgresql"
+
+    with CaptureQueriesContext(connections[engine_db]) as queries:
+        start = plan_batch(messages, **options)
+
+    assert [job.record.job_id for job in start.started] == [hinted.id]
+    assert len(queries) == (0 if postgres else 1)
+    start.commit()
+
+    unhinted = tasks.add.enqueue(3, 4)
+    stores.queue.ack("planner", [messages[0].sequence])
+    [message] = stores.queue.claim(NAMESPACE, ["default"], "planner", 30_000, batch_size=1)
+    stores.queue.ack("planner", [message.sequence])
+    command = msgpack.unpackb(message.payload)
+    reordered = msgpack.packb({"id": command["id"], "c": "job", "t": command["t"]})
+    stores.queue.publish(NAMESPACE, "default", [reordered])
+    [message] = stores.queue.claim(NAMESPACE, ["default"], "planner", 30_000, batch_size=1)
+    assert message.record is None
+    with CaptureQueriesContext(connections[engine_db]) as queries:
+        start = plan_batch([message], **options)
+
+    assert [job.record.job_id for job in start.started] == [unhinted.id]
+    assert len(queries) == 1
