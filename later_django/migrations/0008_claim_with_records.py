@@ -19,6 +19,16 @@ message, and reads the others as before (one ``get_many``). So a payload of
 another shape, a newer release's command or a job id with bytes ``escape``
 rewrites costs only the old round trip.
 
+It is PL/pgSQL rather than SQL: PL/pgSQL keeps its statement's plan for the
+session (re-planned after an ``ANALYZE`` of the tables), where a SQL function
+with ``SET`` options is planned again at every call. Measured here with one
+message per claim: 0.22 - 0.28 ms per call, against 0.35 - 0.49 ms for
+``later_claim_batch`` and 0.54 - 0.75 ms for this statement as a SQL function.
+The plan is still made under the function's ``SET``, so it stays the ordered
+walk of the claim index. The output columns are named apart inside
+(``#variable_conflict use_column``, ``c_`` aliases) so no column is read as a
+variable.
+
 ``later_claim_batch`` stays (a worker of the previous release still calls it).
 SQLite has no function: its claim and read are in-process and cost no round
 trip. Reverse: the function is dropped.
@@ -37,10 +47,13 @@ CREATE FUNCTION later_claim_with_records(
     available_at bigint, lease_owner varchar, lease_until bigint,
     record_key text, record bytea
 )
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off
 SET enable_bitmapscan = off
 AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
 WITH candidates AS (
     SELECT ready.sequence, ready.priority FROM later_delivery_queue AS ready
     WHERE ready.namespace = p_namespace
@@ -57,30 +70,33 @@ WITH candidates AS (
 ), claimed AS (
     UPDATE later_delivery_queue AS q SET lease_owner = p_owner, lease_until = p_lease_until
     FROM chosen WHERE q.sequence = chosen.sequence
-    RETURNING q.sequence, q.queue_name, q.payload, q.priority, q.available_at,
-              q.lease_owner, q.lease_until
+    RETURNING q.sequence AS c_sequence, q.queue_name AS c_queue_name, q.payload AS c_payload,
+              q.priority AS c_priority, q.available_at AS c_available_at,
+              q.lease_owner AS c_lease_owner, q.lease_until AS c_lease_until
 ), keyed AS (
     SELECT claimed.*,
            -- CASE tries its branches in order: no get_byte past the end.
            CASE
-               WHEN length(claimed.payload) < 12 THEN NULL
-               WHEN substring(claimed.payload FROM 1 FOR 10)
+               WHEN length(claimed.c_payload) < 12 THEN NULL
+               WHEN substring(claimed.c_payload FROM 1 FOR 10)
                     <> '\x83a163a36a6f62a26964'::bytea THEN NULL
-               WHEN get_byte(claimed.payload, 10) NOT BETWEEN 161 AND 191 THEN NULL
-               WHEN length(claimed.payload) < 11 + get_byte(claimed.payload, 10) - 160
+               WHEN get_byte(claimed.c_payload, 10) NOT BETWEEN 161 AND 191 THEN NULL
+               WHEN length(claimed.c_payload) < 11 + get_byte(claimed.c_payload, 10) - 160
                    THEN NULL
                ELSE p_namespace || '-job-' || encode(
-                   substring(claimed.payload FROM 12 FOR get_byte(claimed.payload, 10) - 160),
+                   substring(claimed.c_payload FROM 12 FOR get_byte(claimed.c_payload, 10) - 160),
                    'escape'
                )
-           END AS record_key
+           END AS c_record_key
     FROM claimed
 )
-SELECT keyed.sequence, keyed.queue_name, keyed.payload, keyed.priority, keyed.available_at,
-       keyed.lease_owner, keyed.lease_until, keyed.record_key, stored.value
+SELECT keyed.c_sequence, keyed.c_queue_name, keyed.c_payload, keyed.c_priority,
+       keyed.c_available_at, keyed.c_lease_owner, keyed.c_lease_until,
+       keyed.c_record_key, stored.value
 FROM keyed LEFT JOIN later_storage AS stored
-  ON stored.key = keyed.record_key
- AND (stored.date_expire IS NULL OR stored.date_expire > p_now)
+  ON stored.key = keyed.c_record_key
+ AND (stored.date_expire IS NULL OR stored.date_expire > p_now);
+END
 $$
 """
 DROP_CLAIM_WITH_RECORDS = (
