@@ -3,9 +3,11 @@
 A worker claims up to a batch of delivery messages, then :func:`start_batch`
 reads the batch's records (one statement) and, in one transaction, writes them
 ``running`` with their index rows and execution leases (one statement per
-table), failing at once the jobs whose record cannot be decoded or whose task
-is not registered, and retrying (as a failed attempt) jobs left ``running`` by
-a worker whose lease lapsed.
+table; :func:`plan_batch` and :meth:`BatchStart.commit` are its two halves,
+so the worker can hand the jobs to their threads in between), failing at once
+the jobs whose record cannot be decoded or whose task is not registered, and
+retrying (as a failed attempt) jobs left ``running`` by a worker whose lease
+lapsed. On PostgreSQL the claim has read the records already (migration 0008).
 
 Jobs on topic partitions come from heads (:func:`start_heads`), not messages.
 Every transaction that starts or finishes one is fenced: one statement extends
@@ -142,8 +144,52 @@ def start_batch(
 
     Messages that are not jobs, or whose job is gone, finished or not runnable
     now are acknowledged (or handed back, when another worker's execution lease
-    is still current) in the same transaction.
+    is still current) in the same transaction. :func:`plan_batch` then
+    :meth:`BatchStart.commit`.
     """
+    start = plan_batch(
+        messages,
+        stores=stores,
+        namespace=namespace,
+        worker_id=worker_id,
+        lease_ms=lease_ms,
+        settings=settings,
+    )
+    start.commit()
+    return start.started
+
+
+@dataclass
+class BatchStart:
+    """A batch's start, decided but not yet written: ``started`` are the jobs to run,
+    :meth:`commit` writes every move of the batch (one transaction)."""
+
+    started: list[StartedJob]
+    writes: JobWrites
+    worker: _Worker
+
+    def commit(self) -> None:
+        _commit_starts(self.writes, self.worker)
+
+    def unstarted(self, messages: Sequence[ClaimedMessage]) -> list[int]:
+        """The sequences of ``messages`` (the batch) whose job is not in ``started``."""
+        running = {job.sequence for job in self.started}
+        return [message.sequence for message in messages if message.sequence not in running]
+
+
+def plan_batch(
+    messages: Sequence[ClaimedMessage],
+    *,
+    stores: Stores,
+    namespace: str,
+    worker_id: str,
+    lease_ms: int,
+    settings: LaterSettings,
+) -> BatchStart:
+    """Reads the batch's records and decides each message's move (see
+    :func:`start_batch`); writes nothing. The jobs in ``started`` may be handed to
+    their threads before :meth:`BatchStart.commit`: the claim's lease already
+    keeps their messages from every other worker."""
     worker = _Worker(stores, namespace, worker_id, lease_ms, settings)
     now = now_ms()
     writes = JobWrites(namespace, owner=worker_id, lease_started_at_ms=now)
@@ -158,8 +204,7 @@ def start_batch(
             job = _start_message(writes, message, record, leases.get(record.job_id), now, worker)
             if job is not None:
                 started.append(job)
-    _commit_starts(writes, worker)
-    return started
+    return BatchStart(started, writes, worker)
 
 
 def _job_commands(
@@ -188,13 +233,23 @@ def _claimed_records(
     worker: _Worker,
     now: int,
 ) -> dict[str, JobRecord]:
-    """The records of ``commands``' jobs, read in one statement, by job id. A message
-    whose record is gone is acknowledged; an undecodable record is written failed
-    and its message acknowledged."""
+    """The records of ``commands``' jobs, by job id: those the claim read already
+    (:attr:`ClaimedMessage.record`, used only when its key is the job's), the
+    others in one statement. A message whose record is gone is acknowledged; an
+    undecodable record is written failed and its message acknowledged."""
     namespace = worker.namespace
-    raws = worker.stores.kv.get_many(
-        [job_key(namespace, command.job_id) for _, command in commands]
-    )
+    raws: dict[str, bytes | None] = {}
+    for message, command in commands:
+        key = job_key(namespace, command.job_id)
+        if message.record is not None and message.record[0] == key:
+            raws[key] = message.record[1]
+    unread = [
+        key
+        for key in (job_key(namespace, command.job_id) for _, command in commands)
+        if key not in raws
+    ]
+    if unread:
+        raws.update(worker.stores.kv.get_many(unread))
     records: dict[str, JobRecord] = {}
     for message, command in commands:
         raw = raws.get(job_key(namespace, command.job_id))

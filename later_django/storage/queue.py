@@ -121,7 +121,9 @@ class SqlDeliveryQueue:
         for ``lease_ms``.
 
         Ready: in ``namespace``, due, and unleased or with a lapsed lease. With at
-        least ``batch_size`` ready it takes ``batch_size``, else one. One statement
+        least ``batch_size`` ready it takes ``batch_size``, else one. On PostgreSQL
+        the same statement reads the job record each message names
+        (:attr:`ClaimedMessage.record`; migration 0008). One statement
         (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so concurrent claimers never wait
         on each other's rows nor get the same message; SQLite: inside ``BEGIN
         IMMEDIATE``). Returns the messages in claim order (priority descending,
@@ -248,7 +250,12 @@ def _publish_rows(
 
 
 def _claimed_message(row: Sequence[Any]) -> ClaimedMessage:
-    sequence, queue_name, payload, priority, available_at, lease_owner, lease_until = row
+    """A claimed row; two more columns where the claim read the record too (the
+    key it looked up, its value)."""
+    sequence, queue_name, payload, priority, available_at, lease_owner, lease_until = row[:7]
+    record = None
+    if len(row) > 7 and row[7] is not None:
+        record = (row[7], None if row[8] is None else as_bytes(row[8]))
     return ClaimedMessage(
         sequence=sequence,
         queue_name=queue_name,
@@ -257,6 +264,7 @@ def _claimed_message(row: Sequence[Any]) -> ClaimedMessage:
         available_at_ms=available_at,
         lease_owner=lease_owner,
         lease_until_ms=lease_until,
+        record=record,
     )
 
 

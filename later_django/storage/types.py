@@ -215,7 +215,11 @@ class WorkerRow:
 
 @dataclass(frozen=True)
 class ClaimedMessage:
-    """A message leased to one consumer until ``lease_until_ms``."""
+    """A message leased to one consumer until ``lease_until_ms``.
+
+    ``record``: where the claim also read the job record the payload names
+    (PostgreSQL, migration 0008), the key it looked up and its live value
+    (``None``: absent); a hint the reader checks against the key it computes."""
 
     sequence: int
     queue_name: str
@@ -224,3 +228,4 @@ class ClaimedMessage:
     available_at_ms: int
     lease_owner: str
     lease_until_ms: int
+    record: tuple[str, bytes | None] | None = None

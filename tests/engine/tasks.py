@@ -104,3 +104,16 @@ def context_of_run(context) -> dict[str, object]:
     """The queue, priority and backend of the task its context names, as the worker ran it."""
     own = context.task_result.task
     return {"queue_name": own.queue_name, "priority": own.priority, "backend": own.backend}
+
+
+@task(takes_context=True)
+def record_then_wait(context, path: str, gate: str, timeout: float) -> int:
+    """Appends its attempt number to ``path``, then runs until ``gate`` exists (at
+    most ``timeout`` seconds) and a little longer: a job still running while the
+    worker's main thread gets on with its turn."""
+    append_line(path, str(context.attempt))
+    deadline = time.monotonic() + timeout
+    while not Path(gate).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    return context.attempt

@@ -11,7 +11,9 @@ unreachable for ``LATER_CUT_OFF_SECONDS`` (default 2), for real:
   than the worker's busy timeout (the test passes a short one).
 
 So the start fails and so does the immediate hand-back; what the worker does
-with the claimed messages afterwards is what the test watches.
+with the claimed messages afterwards is what the test watches. With
+``LATER_CUT_OFF_AT=start_write`` the database goes away later: once the batch's
+jobs are on their threads, just before their start write.
 """
 
 from __future__ import annotations
@@ -66,23 +68,37 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connections
 
+    from later_django.engine import execution
     from later_django.worker import loop
 
     seconds = float(os.environ.get("LATER_CUT_OFF_SECONDS", "2"))
-    real_start_batch = loop.start_batch
     starts = 0
 
-    def start_batch(messages, **options):  # type: ignore[no-untyped-def]
+    def cut(using: str, what: str) -> None:
         nonlocal starts
         starts += 1
         if starts == 1:
-            using = options["stores"].using
-            cut = cut_off_postgres if connections[using].vendor == "postgresql" else cut_off_sqlite
-            cut(using, seconds)
-            print(f"cut off the database for {seconds}s after claiming {len(messages)}")
-        return real_start_batch(messages, **options)
+            vendor = connections[using].vendor
+            (cut_off_postgres if vendor == "postgresql" else cut_off_sqlite)(using, seconds)
+            print(f"cut off the database for {seconds}s {what}", flush=True)
 
-    loop.start_batch = start_batch
+    if os.environ.get("LATER_CUT_OFF_AT") == "start_write":
+        # Later: the jobs are on their threads already, their start not yet written.
+        real_commit = execution.BatchStart.commit
+
+        def commit(start):  # type: ignore[no-untyped-def]
+            cut(start.worker.stores.using, f"before the start write of {len(start.started)}")
+            real_commit(start)
+
+        execution.BatchStart.commit = commit  # type: ignore[method-assign]
+    else:
+        real_plan_batch = loop.plan_batch
+
+        def plan_batch(messages, **options):  # type: ignore[no-untyped-def]
+            cut(options["stores"].using, f"after claiming {len(messages)}")
+            return real_plan_batch(messages, **options)
+
+        loop.plan_batch = plan_batch
     call_command("later_worker", *sys.argv[1:])
 
 

@@ -125,7 +125,13 @@ def test_messages_claimed_before_the_database_vanished_are_handed_back_when_it_r
 ) -> None:
     """The start of a claim fails (connection killed, database refusing connections
     or locked) and so does the immediate hand-back: the messages are handed back as
-    soon as the database answers, not left waiting for their 30 s leases."""
+    soon as the database answers, not left waiting for their 30 s leases.
+
+    The first message claimed is not a job (so nothing of its batch is on a thread
+    when the start write fails: a batch's jobs would not be handed back, see the
+    next test); it is handed back, claimed again once the database answers, and
+    dropped then."""
+    stores_for(alias).queue.publish(NAMESPACE, "default", [b"\xc1 not a command"])
     jobs = enqueue_many(tasks.record, [((str(lines), n), {}) for n in range(4)])
     worker = workers.start(
         alias,
@@ -143,10 +149,42 @@ def test_messages_claimed_before_the_database_vanished_are_handed_back_when_it_r
     wait_for(lambda: all_successful(jobs), 10, "every claimed job ran", workers)
     assert time.monotonic() - cut_at < 10
     log = worker.log()
-    # enqueue_many publishes the batch as one message.
+    assert "cut off the database for 2.0s after claiming 1" in log, worker.describe()
     assert "could not hand back 1 message(s) yet" in log, worker.describe()
     assert "handed back 1 unstarted message(s)" in log, worker.describe()
     assert "leases will lapse" not in log
+    assert sorted(line["label"] for line in read_lines(lines)) == [0, 1, 2, 3]
+    for job in jobs:
+        assert finished(job).attempts == 1
+    worker.send(signal.SIGTERM)
+    assert worker.wait_exit(15) == 0, worker.describe()
+    assert delivery_rows(alias) == []
+
+
+def test_jobs_whose_start_write_failed_while_they_ran_finish_once_when_it_returns(
+    alias: str, workers: Workers, lines: Path
+) -> None:
+    """The database goes away once the first claimed job is on its thread, just
+    before its start write: that job is not handed back (it would run a second
+    time elsewhere while it runs); it finishes, and its outcome is written with its
+    one attempt once the database answers."""
+    jobs = enqueue_many(tasks.record, [((str(lines), n), {}) for n in range(4)])
+    worker = workers.start(
+        alias,
+        "--lease-seconds",
+        "30",
+        module="tests.worker.cut_off_worker",
+        database_options={"timeout": 0.3} if alias == "default" else None,
+        environment={"LATER_CUT_OFF_SECONDS": "2", "LATER_CUT_OFF_AT": "start_write"},
+    )
+    wait_for(lambda: "cut off the database" in worker.log(), START_SECONDS, "cut off", workers)
+    cut_at = time.monotonic()
+
+    wait_for(lambda: all_successful(jobs), 10, "every claimed job ran", workers)
+    assert time.monotonic() - cut_at < 10
+    log = worker.log()
+    assert "the start write of 1 running job(s) failed" in log, worker.describe()
+    assert "unstarted message(s)" not in log, worker.describe()
     assert sorted(line["label"] for line in read_lines(lines)) == [0, 1, 2, 3]
     for job in jobs:
         assert finished(job).attempts == 1

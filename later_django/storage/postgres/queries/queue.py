@@ -34,10 +34,12 @@ class PostgresQueueQueries(QueueQueries):
     # ``chosen`` keeps the whole batch when it is full and only the first
     # message otherwise, so fresh consumers share a small queue; ``FOR UPDATE
     # SKIP LOCKED`` keeps concurrent claimers off each other's rows. A NULL
-    # ``queue_names`` claims from every queue (migration 0006).
+    # ``queue_names`` claims from every queue (migration 0006). Since 0008 the
+    # claim is ``later_claim_with_records``: the same claim, plus the key and live
+    # value of the job record each message's payload names (a hint; see 0008).
     claim = (
-        f"SELECT {COLUMNS} FROM later_claim_batch(%(namespace)s, %(queue_names)s, %(now)s, "
-        "%(batch_size)s, %(owner)s, %(lease_until)s)"
+        f"SELECT {COLUMNS}, record_key, record FROM later_claim_with_records(%(namespace)s, "
+        "%(queue_names)s, %(now)s, %(batch_size)s, %(owner)s, %(lease_until)s)"
     )
     has_ready = (
         "SELECT 1 FROM later_delivery_queue WHERE namespace = %(namespace)s "
