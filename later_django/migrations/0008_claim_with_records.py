@@ -105,7 +105,7 @@ DROP_CLAIM_WITH_RECORDS = (
 
 
 class Migration(migrations.Migration):
-    dependencies = [("later_django", "0006_claim_from_every_queue")]
+    dependencies = [("later_django", "0007_postgres_lean_tables")]
 
     operations = [
         VendorSQL(
