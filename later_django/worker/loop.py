@@ -4,10 +4,8 @@ Each turn, on the main thread's connection and in batches: hand back what an
 earlier failed start left claimed; write the outcomes that completed since the
 last turn (one transaction, which also starts the next heads of the
 partitions those jobs ran on); claim up to CLAIM_BATCH messages (never more
-than free threads), hand their jobs to the job threads, and only then write
-their start (one transaction, while they run: the claim's lease already keeps
-the messages from other workers, and no outcome is written before that start
-write has committed or failed); claim partition heads
+than free threads), write their start (one transaction) and hand their jobs
+to the job threads; claim partition heads
 (:mod:`~later_django.worker.heads`); run the periodic work
 (:mod:`~later_django.worker.scheduler`). With nothing claimed it waits for
 work (:mod:`~later_django.worker.wakeup`) at most IDLE_LOOK_SECONDS. A
@@ -21,16 +19,13 @@ running, due or ready.
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Sequence
 
 from django.db import Error as DatabaseError
 
 from later_django.core import stages
 from later_django.core.clock import now_ms
-from later_django.engine.execution import BatchStart, finish_and_continue, plan_batch
-from later_django.storage.types import ClaimedMessage
+from later_django.engine.execution import finish_and_continue, plan_batch
 from later_django.worker.handback import HandBack
 from later_django.worker.heads import CLAIM_BATCH, HeadClaims
 from later_django.worker.jobs import RunningJobs
@@ -40,8 +35,6 @@ from later_django.worker.scheduler import Scheduler
 from later_django.worker.session import SessionSetup
 from later_django.worker.task_calls import announce_finished
 from later_django.worker.wakeup import ChangeWatch, wait_for_work
-
-logger = logging.getLogger("later_django.worker")
 
 #: A look at the queue at least this often, for messages due by time alone.
 IDLE_LOOK_SECONDS = 1.0
@@ -161,37 +154,19 @@ class JobLoop:
                 lease_ms=context.lease_ms,
                 settings=context.settings,
             )
+            # Written before the jobs run, not while: a job that kills its process
+            # in its first milliseconds must leave its attempt behind, or a poison
+            # job would be delivered again and again as attempt 1 (decision 77).
+            start.commit()
         except DatabaseError:
             self.hand_back.unstarted([message.sequence for message in messages])
             raise
-        # The jobs go to their threads before their start is written: the claim's
-        # lease keeps their messages from every other worker, and this thread
-        # writes no outcome before the start below has committed or failed.
         self.jobs.launch(start.started)
         if start.started:
             # The GIL to the job threads just woken: else the first waits until
             # this thread's next I/O or the interpreter's 5 ms switch interval.
             time.sleep(0)
-        try:
-            start.commit()
-        except DatabaseError:
-            self._start_write_failed(start, messages)
-            raise
         return len(messages)
-
-    def _start_write_failed(self, start: BatchStart, messages: Sequence[ClaimedMessage]) -> None:
-        """The start write of a batch whose jobs already run failed. Those jobs stay
-        in flight: the heartbeat keeps their messages leased, so no other worker
-        runs them meanwhile, and their outcomes are written like any other (the
-        record goes from ``enqueued`` straight to its outcome, with the one attempt
-        that ran). Only the messages of jobs not started are handed back. If this
-        process dies first, the leases lapse and the jobs are delivered again."""
-        logger.warning(
-            "the start write of %d running job(s) failed; their outcomes will be "
-            "written when the database answers",
-            len(start.started),
-        )
-        self.hand_back.unstarted(start.unstarted(messages))
 
     def finish_completed(self) -> None:
         """Writes the outcomes completed so far in one transaction, which also starts

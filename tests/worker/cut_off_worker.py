@@ -12,8 +12,8 @@ unreachable for ``LATER_CUT_OFF_SECONDS`` (default 2), for real:
 
 So the start fails and so does the immediate hand-back; what the worker does
 with the claimed messages afterwards is what the test watches. With
-``LATER_CUT_OFF_AT=start_write`` the database goes away later: once the batch's
-jobs are on their threads, just before their start write.
+``LATER_CUT_OFF_AT=start_write`` the database goes away later: once the batch is
+planned, just before its start write.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def main() -> None:
             print(f"cut off the database for {seconds}s {what}", flush=True)
 
     if os.environ.get("LATER_CUT_OFF_AT") == "start_write":
-        # Later: the jobs are on their threads already, their start not yet written.
+        # Later: the batch is planned (its records read), its start not yet written.
         real_commit = execution.BatchStart.commit
 
         def commit(start):  # type: ignore[no-untyped-def]
