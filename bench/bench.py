@@ -954,7 +954,9 @@ def figures(
             **extra,
         }
 
-    problems = {"worker_problems": sum(len(result["worker_problems"]) for result in results)}
+    problems = {
+        "worker_problems": sum(len(result.get("worker_problems", [])) for result in results)
+    }
     if scenario == "enqueue":
         return [
             line(
