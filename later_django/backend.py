@@ -55,6 +55,7 @@ _MILLISECOND = timedelta(milliseconds=1)
 
 
 class LaterBackend(BaseTaskBackend):
+    _makers: dict[Task, JobMaker]
     task_class = LaterTask
     supports_defer = True
     supports_async_task = True
@@ -120,16 +121,18 @@ class LaterBackend(BaseTaskBackend):
         shares is worked out once per task (kept for the last ``_MAKERS_KEPT`` tasks
         seen), the arguments checked per call."""
         try:
-            return self._makers[task]
+            makers = self._makers
         except AttributeError:
-            self._makers: dict[Task, JobMaker] = {}
+            makers = self._makers = {}
+        try:
+            return makers[task]
         except KeyError:
             pass
-        except TypeError:  # a task whose fields cannot be hashed: made afresh
+        except TypeError:  # a task whose fields cannot be hashed (a retry dict): made afresh
             return self._new_maker(task)
-        if len(self._makers) >= _MAKERS_KEPT:
-            self._makers.clear()
-        maker = self._makers[task] = self._new_maker(task)
+        if len(makers) >= _MAKERS_KEPT:
+            makers.clear()
+        maker = makers[task] = self._new_maker(task)
         return maker
 
     def _new_maker(self, task: Task) -> JobMaker:

@@ -112,3 +112,22 @@ def test_a_naive_run_after_is_refused(engine_db: str) -> None:
     with pytest.raises(InvalidTask, match="run_after must be an aware datetime"):
         bypassing_construction_checks(run_after=naive).enqueue(1, 2)
     assert row_counts(engine_db) == no_rows()
+
+
+def test_a_fresh_backend_enqueues_a_task_whose_options_cannot_be_hashed(engine_db: str) -> None:
+    """``LaterBackend`` keeps what each task's jobs share, by task; a task with a retry
+    policy (a dict) cannot be a key, and is described afresh, also as the very first
+    task a new backend instance sees (a new process's first enqueue)."""
+    from later_django.backend import LaterBackend
+
+    backend = LaterBackend("default", {"QUEUES": ["default"]})
+    with pytest.raises(TypeError):
+        hash(tasks.fail_always)
+
+    job = backend.new_job(tasks.fail_always, ("boom",), {})
+    again = backend.new_jobs(tasks.fail_always, [(("a",), {}), (("b",), {})])
+
+    assert job.args == ["boom"] and job.task_path == tasks.fail_always.module_path
+    assert [each.args for each in again] == [["a"], ["b"]]
+    hashable = backend.new_job(tasks.add, (1, 2), {})
+    assert backend.new_job(tasks.add, (3, 4), {}).priority == hashable.priority
