@@ -49,13 +49,11 @@ from later_django.tasks import LaterTask
 
 #: Makes one job of a task from (args, kwargs, parent job id, run_on).
 JobMaker = Callable[[Sequence[Any], dict[str, Any], str | None, str | None], NewJob]
-_MAKERS_KEPT = 256
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
 
 
 class LaterBackend(BaseTaskBackend):
-    _makers: dict[Task, JobMaker]
     task_class = LaterTask
     supports_defer = True
     supports_async_task = True
@@ -118,24 +116,7 @@ class LaterBackend(BaseTaskBackend):
 
     def _job_of(self, task: Task) -> JobMaker:
         """A maker of ``task``'s jobs (validated already): what every job of the task
-        shares is worked out once per task (kept for the last ``_MAKERS_KEPT`` tasks
-        seen), the arguments checked per call."""
-        try:
-            makers = self._makers
-        except AttributeError:
-            makers = self._makers = {}
-        try:
-            return makers[task]
-        except KeyError:
-            pass
-        except TypeError:  # a task whose fields cannot be hashed (a retry dict): made afresh
-            return self._new_maker(task)
-        if len(makers) >= _MAKERS_KEPT:
-            makers.clear()
-        maker = makers[task] = self._new_maker(task)
-        return maker
-
-    def _new_maker(self, task: Task) -> JobMaker:
+        shares is worked out once, the arguments checked per call."""
         run_after = task.run_after
         shared = {
             "task_path": task.module_path,

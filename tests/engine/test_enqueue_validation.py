@@ -115,9 +115,9 @@ def test_a_naive_run_after_is_refused(engine_db: str) -> None:
 
 
 def test_a_fresh_backend_enqueues_a_task_whose_options_cannot_be_hashed(engine_db: str) -> None:
-    """``LaterBackend`` keeps what each task's jobs share, by task; a task with a retry
-    policy (a dict) cannot be a key, and is described afresh, also as the very first
-    task a new backend instance sees (a new process's first enqueue)."""
+    """A task with a retry policy (a dict) cannot be hashed; describing its jobs must
+    not need it to be, also as the very first task a new backend instance sees (a new
+    process's first enqueue: a per-task cache once broke the quickstart here)."""
     from later_django.backend import LaterBackend
 
     backend = LaterBackend("default", {"QUEUES": ["default"]})
