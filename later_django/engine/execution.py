@@ -187,9 +187,8 @@ def plan_batch(
     settings: LaterSettings,
 ) -> BatchStart:
     """Reads the batch's records and decides each message's move (see
-    :func:`start_batch`); writes nothing. The jobs in ``started`` may be handed to
-    their threads before :meth:`BatchStart.commit`: the claim's lease already
-    keeps their messages from every other worker."""
+    :func:`start_batch`); writes nothing. The jobs in ``started`` go to their
+    threads only after :meth:`BatchStart.commit` (decision 77)."""
     worker = _Worker(stores, namespace, worker_id, lease_ms, settings)
     now = now_ms()
     writes = JobWrites(namespace, owner=worker_id, lease_started_at_ms=now)

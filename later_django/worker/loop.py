@@ -25,7 +25,7 @@ from django.db import Error as DatabaseError
 
 from later_django.core import stages
 from later_django.core.clock import now_ms
-from later_django.engine.execution import finish_and_continue, plan_batch
+from later_django.engine.execution import finish_and_continue, start_batch
 from later_django.worker.handback import HandBack
 from later_django.worker.heads import CLAIM_BATCH, HeadClaims
 from later_django.worker.jobs import RunningJobs
@@ -146,7 +146,10 @@ class JobLoop:
             return 0
         self.jobs.claimed(len(messages))
         try:
-            start = plan_batch(
+            # Written before the jobs run, not while: a job that kills its process
+            # in its first milliseconds must leave its attempt behind, or a poison
+            # job would be delivered again and again as attempt 1 (decision 77).
+            started = start_batch(
                 messages,
                 stores=context.stores,
                 namespace=context.namespace,
@@ -154,15 +157,11 @@ class JobLoop:
                 lease_ms=context.lease_ms,
                 settings=context.settings,
             )
-            # Written before the jobs run, not while: a job that kills its process
-            # in its first milliseconds must leave its attempt behind, or a poison
-            # job would be delivered again and again as attempt 1 (decision 77).
-            start.commit()
         except DatabaseError:
             self.hand_back.unstarted([message.sequence for message in messages])
             raise
-        self.jobs.launch(start.started)
-        if start.started:
+        self.jobs.launch(started)
+        if started:
             # The GIL to the job threads just woken: else the first waits until
             # this thread's next I/O or the interpreter's 5 ms switch interval.
             time.sleep(0)

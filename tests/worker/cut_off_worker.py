@@ -92,13 +92,13 @@ def main() -> None:
 
         execution.BatchStart.commit = commit  # type: ignore[method-assign]
     else:
-        real_plan_batch = loop.plan_batch
+        real_start_batch = loop.start_batch
 
-        def plan_batch(messages, **options):  # type: ignore[no-untyped-def]
+        def start_batch(messages, **options):  # type: ignore[no-untyped-def]
             cut(options["stores"].using, f"after claiming {len(messages)}")
-            return real_plan_batch(messages, **options)
+            return real_start_batch(messages, **options)
 
-        loop.plan_batch = plan_batch
+        loop.start_batch = start_batch
     call_command("later_worker", *sys.argv[1:])
 
 
