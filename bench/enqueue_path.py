@@ -13,8 +13,8 @@ batches of 1,000; ``many_ids``: the same with ``ids_only=True``) it prints one J
   the figure to compare two versions of the code on a busy machine);
 * ``statements``: statements per job sent to the database (``BEGIN``/``COMMIT`` included).
 
-Then, on PostgreSQL, the bare baseline: a loop of ``INSERT`` + ``COMMIT`` of one
-100-byte row through psycopg on the same server (``bare_insert_commit``).
+Then the bare baseline, ``bench.py``'s: a loop of ``INSERT`` + ``COMMIT`` of one
+100-byte row through psycopg or sqlite3 on the same database (``bare_insert_commit``).
 
     .venv/bin/python bench/enqueue_path.py --db postgres
     .venv/bin/python bench/enqueue_path.py --db sqlite --rounds 5
@@ -137,23 +137,14 @@ def measure(db: str, rounds: int) -> list[dict[str, Any]]:
     return lines
 
 
-def bare_insert_commit(url: str, rounds: int, rows: int = 2_000) -> dict[str, Any]:
-    """A loop of one-row ``INSERT`` + ``COMMIT`` through psycopg: the floor of an enqueue."""
-    import psycopg
+def bare_insert_commit(db: str, rounds: int, rows: int = 2_000) -> dict[str, Any]:
+    """``bench.py``'s bare ``INSERT`` + ``COMMIT`` loop (:func:`bench.bench.bare_inserts`)
+    on this run's database: the floor of an enqueue, best of ``rounds``."""
+    from bench.bench import bare_inserts
 
-    with psycopg.connect(url) as connection:
-        connection.execute("CREATE TABLE IF NOT EXISTS bench_bare (id bigserial, payload bytea)")
-        connection.commit()
-        times = []
-        for _ in range(rounds):
-            started = time.perf_counter()
-            for _ in range(rows):
-                connection.execute("INSERT INTO bench_bare (payload) VALUES (%s)", (b"x" * 100,))
-                connection.commit()
-            times.append((time.perf_counter() - started) / rows * 1000)
-        connection.execute("DROP TABLE bench_bare")
-        connection.commit()
-    return {"db": "postgres", "way": "bare_insert_commit", "ms_per_job": round(min(times), 4)}
+    with bare_inserts() as insert:
+        best = min(insert(rows) for _ in range(rounds))
+    return {"db": db, "way": "bare_insert_commit", "ms_per_job": round(best / rows * 1000, 4)}
 
 
 def main() -> None:
@@ -190,8 +181,7 @@ def main() -> None:
         call_command("migrate", verbosity=0)
         for line in measure(options.db, options.rounds):
             print(json.dumps(line), flush=True)
-        if options.db == "postgres":
-            print(json.dumps(bare_insert_commit(options.postgres_url, options.rounds)))
+        print(json.dumps(bare_insert_commit(options.db, options.rounds)))
         from later_django.engine import metrics
 
         metrics.flush()  # now, while the database exists (not at exit)
