@@ -593,7 +593,9 @@ def test_worker_survives_its_postgresql_connections_being_terminated(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
         "WHERE datname = current_database() AND pid <> pg_backend_pid()",
     )
-    assert len(terminated) >= 2 and all(ok for (ok,) in terminated), terminated
+    # False: that backend had ended by itself between the listing and the terminate
+    # (a short-lived connection); the worker's own two must be among the True ones.
+    assert sum(1 for (ok,) in terminated if ok) >= 2, terminated
 
     job = tasks.record.enqueue(str(lines), "after the kill")
     done = wait_for(lambda: finished(job), 10, "job after connections were killed", workers)
