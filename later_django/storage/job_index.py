@@ -221,20 +221,21 @@ class JobIndexStore:
         return counts
 
     def job_index_reconcile_stage_counts(self, namespace: str) -> None:
-        """Replaces the namespace's stage counters and queue depths with recounts.
+        """Corrects the namespace's stage counters and queue depths to recounts.
 
-        One transaction (a savepoint inside the caller's): every stage is
-        recounted from the index rows that exist, the finished ones included
-        (expired rows the sweep has not deleted yet count, as for the triggers),
-        queue depth from the unclaimed rows of the delivery queue per queue; the
-        recounts land in shard 0 and every other shard is cleared.
+        Exact beside concurrent writers, without locking them out: one statement
+        per counter table recounts the rows (every index row that exists, the
+        finished ones included, expired rows the sweep has not deleted yet too,
+        as for the triggers; the unclaimed delivery rows per queue) and reads the
+        counters in the same snapshot, then adds the difference to shard 0. What
+        holds after: once the writers running meanwhile commit, every counter sum
+        equals its recount. Writes nothing when nothing drifted. One transaction
+        (a savepoint inside the caller's).
         """
-        q, params = self._q, {"namespace": namespace}
+        params = {"namespace": namespace}
         with self._driver.atomic():
-            self._driver.execute(q.reconcile_clear_stage_counts, params)
-            self._driver.execute(q.reconcile_recount_stages, params)
-            self._driver.execute(q.reconcile_clear_queue_depth, params)
-            self._driver.execute(q.reconcile_recount_queue_depth, params)
+            self._driver.execute(self._q.reconcile_stage_counts, params)
+            self._driver.execute(self._q.reconcile_queue_depth, params)
 
     # --- listings ---
 

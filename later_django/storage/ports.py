@@ -120,7 +120,8 @@ class JobIndexPort(Protocol):
         """Job count per stage, from one query whose parts are O(1) or bounded."""
 
     def job_index_reconcile_stage_counts(self, namespace: str) -> None:
-        """Replaces the namespace's stage counters and queue depths with recounts."""
+        """Corrects the namespace's stage counters and queue depths to recounts; exact
+        beside concurrent writers once they commit, and no write when nothing drifted."""
 
     def job_index_list_by_stage(
         self, namespace: str, stage: str, cursor: str | None = None, limit: int = 50

@@ -124,26 +124,39 @@ class IndexQueries:
         " GROUP BY stage"
     )
 
-    # --- reconcile (one transaction) ---
-    reconcile_clear_stage_counts = "DELETE FROM later_stage_counts WHERE namespace = %(namespace)s"
-    # Every index row that exists, finished ones too (expired or not: the
-    # triggers count a row until the sweep deletes it). ON CONFLICT: on
-    # PostgreSQL a trigger of a concurrent writer may have re-created shard 0
-    # of a stage since the delete; its delta then adds up.
-    reconcile_recount_stages = (
+    # --- reconcile: one statement per counter table ---
+    # A writer's rows and the counter deltas its triggers make commit together,
+    # so within one snapshot the rows and the counters differ only by the drift.
+    # Each statement reads both in one snapshot and adds (rows - counters) to
+    # shard 0; the deltas of writers committing meanwhile are left as they are,
+    # so the sums are exact once they commit. (Deleting the counters and then
+    # recounting, in two statements, counted twice a writer that committed in
+    # between with a counter row it had just created.) No drift, no write.
+    reconcile_stage_counts = (
         "INSERT INTO later_stage_counts (namespace, stage, shard, count)"
-        " SELECT namespace, stage, 0, COUNT(*) FROM later_jobs_index"
+        " SELECT namespace, stage, 0, SUM(n) FROM ("
+        "SELECT namespace, stage, COUNT(*) AS n FROM later_jobs_index"
         f" WHERE namespace = %(namespace)s AND stage IN ({COUNTED_STAGE_LIST})"
         " GROUP BY namespace, stage"
+        " UNION ALL"
+        " SELECT namespace, stage, -SUM(count) FROM later_stage_counts"
+        " WHERE namespace = %(namespace)s GROUP BY namespace, stage"
+        ") AS drift WHERE true"
+        " GROUP BY namespace, stage HAVING SUM(n) <> 0 ORDER BY namespace, stage"
         " ON CONFLICT (namespace, stage, shard) DO UPDATE SET"
         " count = later_stage_counts.count + excluded.count"
     )
-    reconcile_clear_queue_depth = "DELETE FROM later_queue_depth WHERE namespace = %(namespace)s"
-    reconcile_recount_queue_depth = (
+    reconcile_queue_depth = (
         "INSERT INTO later_queue_depth (namespace, queue_name, shard, ready)"
-        " SELECT namespace, queue_name, 0, COUNT(*) FROM later_delivery_queue"
+        " SELECT namespace, queue_name, 0, SUM(n) FROM ("
+        "SELECT namespace, queue_name, COUNT(*) AS n FROM later_delivery_queue"
         " WHERE namespace = %(namespace)s AND lease_until IS NULL"
         " GROUP BY namespace, queue_name"
+        " UNION ALL"
+        " SELECT namespace, queue_name, -SUM(ready) FROM later_queue_depth"
+        " WHERE namespace = %(namespace)s GROUP BY namespace, queue_name"
+        ") AS drift WHERE true"
+        " GROUP BY namespace, queue_name HAVING SUM(n) <> 0 ORDER BY namespace, queue_name"
         " ON CONFLICT (namespace, queue_name, shard) DO UPDATE SET"
         " ready = later_queue_depth.ready + excluded.ready"
     )
