@@ -100,6 +100,22 @@ def test_migrate_creates_the_counter_triggers_and_vendor_indexes(db_alias: str) 
     assert index_names(db_alias) >= EXPECTED_INDEXES
 
 
+def test_the_postgresql_counter_functions_join_no_transition_tables(postgres_alias: str) -> None:
+    """Migration 0009: PL/pgSQL keeps the plan of its first call, a nested loop over
+    two unindexed transition tables, which made one UPDATE of 10,000 index rows take
+    about 40 s; the functions sum the tables instead (their counts are pinned by
+    tests/storage/test_job_index.py)."""
+    with connections[postgres_alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT proname, prosrc FROM pg_proc WHERE proname IN "
+            "('later_stage_counts_follow', 'later_queue_depth_follow') ORDER BY proname"
+        )
+        sources = dict(cursor.fetchall())
+    assert sorted(sources) == ["later_queue_depth_follow", "later_stage_counts_follow"]
+    for name, source in sources.items():
+        assert " JOIN " not in source.upper(), f"{name} joins old_rows to new_rows again"
+
+
 def test_migrating_to_zero_and_back_removes_and_restores_everything(db_alias: str) -> None:
     call_command("migrate", "later_django", "zero", database=db_alias, verbosity=0)
     try:
