@@ -1,8 +1,10 @@
-"""Later's own features beyond ``django.tasks``: bulk enqueue and continuations.
+"""Later's own features beyond ``django.tasks``: bulk enqueue, continuations, recurring
+jobs, partitions, and bulk actions on stored jobs.
 
-Both write on the connection of ``LATER["DATABASE"]`` and join the caller's
+The enqueues write on the connection of ``LATER["DATABASE"]`` and join the caller's
 ``transaction.atomic()``, like ``Task.enqueue``. Tasks must use a
-:class:`~later_django.backend.LaterBackend`.
+:class:`~later_django.backend.LaterBackend`. The bulk actions (:func:`retry_failed`,
+:func:`delete_jobs`) commit one batch at a time: call them outside ``atomic()``.
 
 Retained logs (``log``, ``consumer``) are re-exported from :mod:`later_django.logs`.
 """
@@ -11,14 +13,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any, Literal, overload
+
+from django.utils import timezone
 
 from later_django.backend import LaterBackend
 from later_django.compat.tasks import InvalidTask, Task, TaskResult
 from later_django.conf import later_settings
 from later_django.core.topics import key_bytes
-from later_django.engine import recurring
+from later_django.engine import job_actions, recurring
 from later_django.engine.enqueue import CONTINUE_ON
+from later_django.engine.job_actions import BulkOutcome, JobSelection
 from later_django.engine.partitions import check_public_topic
 from later_django.engine.recurring import RecurringDefinition
 from later_django.exceptions import ParentNotFound, TopicLayoutMismatch, TopicNotConfigured
@@ -26,6 +32,7 @@ from later_django.logs import Consumer, LogRecord, RetainedLog, StaleLease, cons
 from later_django.storage.stores import stores_for
 
 __all__ = [
+    "BulkOutcome",
     "Consumer",
     "LogRecord",
     "ParentNotFound",
@@ -35,10 +42,12 @@ __all__ = [
     "TopicNotConfigured",
     "consumer",
     "continue_with",
+    "delete_jobs",
     "enqueue_many",
     "enqueue_to_partition",
     "log",
     "remove_recurring",
+    "retry_failed",
     "schedule_recurring",
 ]
 
@@ -188,3 +197,73 @@ def enqueue_to_partition(
     job = backend.new_job(task, args, kwargs)
     job = dataclasses.replace(job, topic=topic, partition_key=key)
     return backend.write_jobs([task], [job])[0]
+
+
+def retry_failed(
+    *,
+    task: Task | str | None = None,
+    queue: str | None = None,
+    since: datetime | None = None,
+    batch_size: int = job_actions.DEFAULT_BATCH_SIZE,
+    dry_run: bool = False,
+) -> BulkOutcome:
+    """Enqueues again every failed job (of ``task``, a task or its module path; of
+    ``queue``; that failed at or after ``since``, a naive time read in the current
+    time zone), as the dashboard's *Retry* does for one: their earlier errors are kept,
+    so a job whose retries are used up fails for good at its next error.
+
+    Runs in batches of ``batch_size`` jobs, one transaction each, newest failures
+    first: call it outside ``atomic()``. Jobs on a topic partition, and jobs whose
+    record could not be decoded, are refused and counted in the outcome. ``dry_run``
+    counts what would be retried and writes nothing. Failed jobs past their
+    retention are gone and not retried.
+    """
+    return job_actions.retry_selected(
+        _selection("failed", task, queue, since),
+        **_target(),
+        batch_size=batch_size,
+        dry_run=dry_run,
+    )
+
+
+def delete_jobs(
+    stage: str,
+    *,
+    task: Task | str | None = None,
+    queue: str | None = None,
+    since: datetime | None = None,
+    batch_size: int = job_actions.DEFAULT_BATCH_SIZE,
+    dry_run: bool = False,
+) -> BulkOutcome:
+    """Deletes every job of ``stage`` (filtered as in :func:`retry_failed`, ``since``
+    meaning "entered the stage at or after"), as the dashboard's *Delete* does for
+    one: record, index row, schedule entry, and its place among its parent's
+    continuations. ``stage`` is one of ``delayed``, ``waiting``, ``requeued``,
+    ``success``, ``failed`` (``ValueError`` otherwise). A job with continuations
+    still waiting for it, and a live job on a topic partition, are refused and
+    counted. Batches as in :func:`retry_failed`.
+    """
+    return job_actions.delete_selected(
+        _selection(stage, task, queue, since),
+        **_target(),
+        batch_size=batch_size,
+        dry_run=dry_run,
+    )
+
+
+def _selection(
+    stage: str, task: Task | str | None, queue: str | None, since: datetime | None
+) -> JobSelection:
+    if since is not None and timezone.is_naive(since):
+        since = timezone.make_aware(since)
+    return JobSelection(
+        stage=stage,
+        task_path=task.module_path if isinstance(task, Task) else task,
+        queue_name=queue,
+        since_ms=None if since is None else int(since.timestamp() * 1000),
+    )
+
+
+def _target() -> dict[str, str]:
+    settings = later_settings()
+    return {"using": settings.database, "namespace": settings.namespace}

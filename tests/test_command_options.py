@@ -14,7 +14,7 @@ from django.core.management import ManagementUtility, load_command_class
 from later_django import __version__
 from tests.maintenance.test_processes import REPOSITORY, database_settings
 
-COMMANDS = ("later_worker", "later_maintenance", "later_status")
+COMMANDS = ("later_worker", "later_maintenance", "later_status", "later_jobs")
 
 
 def options_of(name: str) -> list[argparse.Action]:
@@ -25,7 +25,9 @@ def options_of(name: str) -> list[argparse.Action]:
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_option_has_help_text(name: str) -> None:
     options = options_of(name)
-    own = {"--concurrency", "--once", "--json"} & {s for a in options for s in a.option_strings}
+    own = {"--concurrency", "--once", "--json", "--dry-run"} & {
+        s for a in options for s in a.option_strings
+    }
     assert own, "the command's own options were not found"
     missing = [
         "/".join(action.option_strings)

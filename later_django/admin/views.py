@@ -19,7 +19,6 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from later_django.admin import actions
 from later_django.admin.jobs import (
     check_stage,
     partition_page,
@@ -27,7 +26,8 @@ from later_django.admin.jobs import (
     stage_page,
 )
 from later_django.admin.panels import dashboard_context
-from later_django.exceptions import TablesMissing
+from later_django.engine import job_actions as actions
+from later_django.exceptions import ActionRefused, TablesMissing
 from later_django.overview import STAGES, resolve_target
 from later_django.storage.tables import naming_missing_tables
 
@@ -133,7 +133,7 @@ def _action(
         using, namespace = resolve_target(None, None)
         try:
             run(using, namespace, job_id)
-        except actions.ActionRefused as refused:
+        except ActionRefused as refused:
             messages.error(request, str(refused))
             return HttpResponseRedirect(reverse("later_django:job_detail", args=[job_id]))
         messages.success(request, done.format(job_id=job_id))

@@ -1,9 +1,14 @@
-"""The dashboard's job actions: retry a failed job, run a delayed job now, delete a job.
+"""Operator actions on stored jobs: retry a failed job, run a delayed job now, delete a job.
 
-Each action is one transaction on the job's database: it reads the record
-under a row lock (PostgreSQL ``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE``
-holds the write lock), checks the stage it found, and writes every change
-through the engine (:mod:`later_django.engine.moves`,
+One job at a time (the dashboard's buttons: :func:`retry_failed`, :func:`run_now`,
+:func:`delete_job`), or every job of a stage that a :class:`JobSelection` picks, in
+bounded batches (:func:`retry_selected`, :func:`delete_selected`: the native API and
+``later_jobs``).
+
+Each single action is one transaction on the job's database, and each batch is
+one: it reads the records under a row lock (PostgreSQL ``FOR UPDATE``; SQLite's
+write lock is held by the transaction), checks the stage it found, and writes
+every change through the engine (:mod:`later_django.engine.moves`,
 :func:`later_django.engine.writes.commit`), so the record, its index row, its
 schedule entry and its delivery message change together or not at all.
 
@@ -13,6 +18,9 @@ a retried or re-run job would have to go back through its partition.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from django.db import transaction
 
@@ -24,26 +32,30 @@ from later_django.core.records import JobRecord, decode_record
 from later_django.engine import moves
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import ActionRefused, RecordDecodeError
-from later_django.storage.stores import stores_for
+from later_django.storage.stores import Stores, stores_for
 from later_django.storage.types import Delete, RangeRemove
 
 #: How far after the job became ready its delivery message may have been published.
 _PUBLISH_WINDOW_MS = 60_000
 #: Queue messages of the job's queue and priority looked at when deleting a queued job.
 _MESSAGES_SEARCHED = 500
+#: Jobs per transaction of a bulk action.
+DEFAULT_BATCH_SIZE = 500
+#: Refusal messages a bulk outcome keeps (the count covers them all).
+_REFUSALS_KEPT = 10
+#: The stages whose jobs can be deleted in bulk: every stage with index rows that
+#: no worker holds (``running`` is a worker's; the queued jobs of the job queues
+#: have no index row, and those of partitions are the partition's).
+BULK_DELETE_STAGES = (
+    stages.DELAYED,
+    stages.WAITING,
+    stages.REQUEUED,
+    stages.SUCCESS,
+    stages.FAILED,
+)
 
 
-def _locked_record(using: str, namespace: str, job_id: str) -> JobRecord:
-    """The job's record read under a row lock; ``ActionRefused`` when it is gone or
-    cannot be decoded. Call inside ``transaction.atomic``."""
-    raw = stores_for(using).kv.get_many_for_update([job_key(namespace, job_id)])
-    data = raw.get(job_key(namespace, job_id))
-    if data is None:
-        raise ActionRefused(f"job {job_id} does not exist (deleted, or its record expired)")
-    try:
-        return decode_record(data)
-    except RecordDecodeError as error:
-        raise ActionRefused(f"job {job_id} has a record that cannot be decoded: {error}") from None
+# --- checks and moves of one locked record (the single and the bulk actions share them) ---
 
 
 def _refuse_partitioned(record: JobRecord, action: str) -> None:
@@ -55,6 +67,90 @@ def _refuse_partitioned(record: JobRecord, action: str) -> None:
         )
 
 
+def _retry(writes: JobWrites, record: JobRecord, stores: Stores, now: int) -> None:
+    """failed -> enqueued, or ``ActionRefused``."""
+    _refuse_partitioned(record, "retry")
+    if record.stage != stages.FAILED:
+        raise ActionRefused(
+            f"job {record.job_id} is {record.stage!r}; only a failed job can be retried"
+        )
+    if not record.queue_name or stores.kv.exist(undecodable_key(record.namespace, record.job_id)):
+        raise ActionRefused(
+            f"job {record.job_id} failed because its stored record could not be decoded; "
+            "there is nothing to run again"
+        )
+    moves.retry_failed(writes, record, now)
+
+
+def _delete(writes: JobWrites, record: JobRecord, stores: Stores, now: int) -> None:
+    """Every row of the job, or ``ActionRefused``; see :func:`delete_job`."""
+    namespace, job_id = record.namespace, record.job_id
+    if record.stage not in stages.FINISHED:
+        _refuse_partitioned(record, "delete of a live job")
+    if record.stage == stages.RUNNING:
+        raise ActionRefused(
+            f"job {job_id} is running on a worker; wait until it finishes, then delete it"
+        )
+    # A finished job's continuations were moved when it finished.
+    if record.stage not in stages.FINISHED:
+        waiting_children = stores.kv.range_count(children_key(namespace, job_id))
+        if waiting_children:
+            raise ActionRefused(
+                f"job {job_id} has {waiting_children} continuation(s) waiting for it; "
+                "delete those first"
+            )
+    if record.stage == stages.ENQUEUED and record.topic is None:
+        _delete_queue_message(stores, record)
+    writes.add(Delete(job_key(namespace, job_id)))
+    writes.add(Delete(undecodable_key(namespace, job_id)))
+    if record.stage in (stages.DELAYED, stages.REQUEUED) and record.run_after_ms is not None:
+        writes.add(Delete(due_key(namespace, record.run_after_ms, job_id)))
+    if record.parent_job_id is not None and record.stage == stages.WAITING:
+        writes.add(RangeRemove(children_key(namespace, record.parent_job_id), job_id.encode()))
+    writes.unindex(job_id)
+
+
+def _run_now(writes: JobWrites, record: JobRecord, stores: Stores, now: int) -> None:
+    _refuse_partitioned(record, "run now")
+    if record.stage not in (stages.DELAYED, stages.REQUEUED):
+        raise ActionRefused(
+            f"job {record.job_id} is {record.stage!r}; only a delayed or requeued job "
+            "can be run now"
+        )
+    if record.run_after_ms is not None:
+        moves.unschedule(writes, record, record.run_after_ms)
+    moves.make_ready(writes, record, now)
+
+
+_Action = Callable[[JobWrites, JobRecord, Stores, int], None]
+
+
+# --- one job ---
+
+
+def _locked_record(stores: Stores, namespace: str, job_id: str) -> JobRecord:
+    """The job's record read under a row lock; ``ActionRefused`` when it is gone or
+    cannot be decoded. Call inside ``transaction.atomic``."""
+    raw = stores.kv.get_many_for_update([job_key(namespace, job_id)])
+    data = raw.get(job_key(namespace, job_id))
+    if data is None:
+        raise ActionRefused(f"job {job_id} does not exist (deleted, or its record expired)")
+    try:
+        return decode_record(data)
+    except RecordDecodeError as error:
+        raise ActionRefused(f"job {job_id} has a record that cannot be decoded: {error}") from None
+
+
+def _act_on_one(action: _Action, using: str, namespace: str, job_id: str) -> JobRecord:
+    stores = stores_for(using)
+    with transaction.atomic(using=using):
+        record = _locked_record(stores, namespace, job_id)
+        writes = JobWrites(namespace)
+        action(writes, record, stores, now_ms())
+        commit(writes, stores)
+    return record
+
+
 def retry_failed(using: str, namespace: str, job_id: str) -> JobRecord:
     """failed -> enqueued (an operator move): the job runs once more.
 
@@ -63,23 +159,7 @@ def retry_failed(using: str, namespace: str, job_id: str) -> JobRecord:
     The job's continuations, released when it failed, are not run again.
     Returns the record as written.
     """
-    now = now_ms()
-    with transaction.atomic(using=using):
-        record = _locked_record(using, namespace, job_id)
-        _refuse_partitioned(record, "retry")
-        if record.stage != stages.FAILED:
-            raise ActionRefused(
-                f"job {job_id} is {record.stage!r}; only a failed job can be retried"
-            )
-        if not record.queue_name or stores_for(using).kv.exist(undecodable_key(namespace, job_id)):
-            raise ActionRefused(
-                f"job {job_id} failed because its stored record could not be decoded; "
-                "there is nothing to run again"
-            )
-        writes = JobWrites(namespace)
-        moves.retry_failed(writes, record, now)
-        commit(writes, stores_for(using))
-    return record
+    return _act_on_one(_retry, using, namespace, job_id)
 
 
 def run_now(using: str, namespace: str, job_id: str) -> JobRecord:
@@ -87,20 +167,7 @@ def run_now(using: str, namespace: str, job_id: str) -> JobRecord:
 
     Returns the record as written.
     """
-    now = now_ms()
-    with transaction.atomic(using=using):
-        record = _locked_record(using, namespace, job_id)
-        _refuse_partitioned(record, "run now")
-        if record.stage not in (stages.DELAYED, stages.REQUEUED):
-            raise ActionRefused(
-                f"job {job_id} is {record.stage!r}; only a delayed or requeued job can be run now"
-            )
-        writes = JobWrites(namespace)
-        if record.run_after_ms is not None:
-            moves.unschedule(writes, record, record.run_after_ms)
-        moves.make_ready(writes, record, now)
-        commit(writes, stores_for(using))
-    return record
+    return _act_on_one(_run_now, using, namespace, job_id)
 
 
 def delete_job(using: str, namespace: str, job_id: str) -> JobRecord:
@@ -114,35 +181,10 @@ def delete_job(using: str, namespace: str, job_id: str) -> JobRecord:
     found (handed back later, or being claimed) it stays, and the worker that
     claims it drops it because the record is gone.
     """
-    with transaction.atomic(using=using):
-        record = _locked_record(using, namespace, job_id)
-        if record.stage not in stages.FINISHED:
-            _refuse_partitioned(record, "delete of a live job")
-        if record.stage == stages.RUNNING:
-            raise ActionRefused(
-                f"job {job_id} is running on a worker; wait until it finishes, then delete it"
-            )
-        waiting_children = stores_for(using).kv.range_count(children_key(namespace, job_id))
-        if waiting_children:
-            raise ActionRefused(
-                f"job {job_id} has {waiting_children} continuation(s) waiting for it; "
-                "delete those first"
-            )
-        if record.stage == stages.ENQUEUED and record.topic is None:
-            _delete_queue_message(using, namespace, record)
-        writes = JobWrites(namespace)
-        writes.add(Delete(job_key(namespace, job_id)))
-        writes.add(Delete(undecodable_key(namespace, job_id)))
-        if record.stage in (stages.DELAYED, stages.REQUEUED) and record.run_after_ms is not None:
-            writes.add(Delete(due_key(namespace, record.run_after_ms, job_id)))
-        if record.parent_job_id is not None and record.stage == stages.WAITING:
-            writes.add(RangeRemove(children_key(namespace, record.parent_job_id), job_id.encode()))
-        writes.unindex(job_id)
-        commit(writes, stores_for(using))
-    return record
+    return _act_on_one(_delete, using, namespace, job_id)
 
 
-def _delete_queue_message(using: str, namespace: str, record: JobRecord) -> bool:
+def _delete_queue_message(stores: Stores, record: JobRecord) -> bool:
     """Deletes the unclaimed delivery message of the queued ``record``; ``True`` if found.
 
     The message has no job-id column: it is searched among the unclaimed
@@ -151,8 +193,8 @@ def _delete_queue_message(using: str, namespace: str, record: JobRecord) -> bool
     claim index), and recognised by its decoded command.
     """
     ready_at = record.ready_at_ms or record.stage_at_ms
-    candidates = stores_for(using).dashboard.unclaimed_messages_published_between(
-        namespace,
+    candidates = stores.dashboard.unclaimed_messages_published_between(
+        record.namespace,
         record.queue_name,
         record.priority,
         ready_at,
@@ -165,5 +207,165 @@ def _delete_queue_message(using: str, namespace: str, record: JobRecord) -> bool
         except RecordDecodeError:
             continue
         if isinstance(command, ExecuteJob) and command.job_id == record.job_id:
-            return stores_for(using).queue.delete_unclaimed(sequence)
+            return stores.queue.delete_unclaimed(sequence)
     return False
+
+
+# --- many jobs ---
+
+
+@dataclass(frozen=True)
+class JobSelection:
+    """The jobs of one stage a bulk action takes: all, or those of one task (its
+    module path), of one queue, or that entered the stage at or after ``since_ms``.
+    Expired finished jobs (past their retention) are not selected."""
+
+    stage: str
+    task_path: str | None = None
+    queue_name: str | None = None
+    since_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.stage not in stages.ALL_STAGES:
+            raise ValueError(
+                f"stage {self.stage!r} is not a stage; use one of {', '.join(stages.ALL_STAGES)}"
+            )
+
+
+@dataclass
+class BulkOutcome:
+    """What a bulk action did: ``matched`` jobs the selection picked, ``changed`` of
+    them retried or deleted (with ``dry_run``: that would be), ``refused`` the rest
+    (the first messages in ``refusals``), in ``batches`` transactions."""
+
+    matched: int = 0
+    changed: int = 0
+    refused: int = 0
+    batches: int = 0
+    refusals: list[str] = field(default_factory=list)
+
+
+def retry_selected(
+    selection: JobSelection,
+    *,
+    using: str,
+    namespace: str,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    dry_run: bool = False,
+) -> BulkOutcome:
+    """Retries every failed job ``selection`` picks (its stage must be ``failed``), as
+    :func:`retry_failed` would, ``batch_size`` jobs per transaction; see
+    :func:`_in_batches` for what holds."""
+    if selection.stage != stages.FAILED:
+        raise ValueError(f"only failed jobs can be retried, not stage {selection.stage!r}")
+    return _in_batches(_retry, selection, using, namespace, batch_size, dry_run)
+
+
+def delete_selected(
+    selection: JobSelection,
+    *,
+    using: str,
+    namespace: str,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    dry_run: bool = False,
+) -> BulkOutcome:
+    """Deletes every job ``selection`` picks, as :func:`delete_job` would, ``batch_size``
+    jobs per transaction; the stage must be one of :data:`BULK_DELETE_STAGES`."""
+    if selection.stage not in BULK_DELETE_STAGES:
+        raise ValueError(
+            f"jobs of stage {selection.stage!r} cannot be deleted in bulk; the stages that "
+            f"can: {', '.join(BULK_DELETE_STAGES)} (running jobs are held by a worker; "
+            "queued jobs are listed by their queue, not by the job index)"
+        )
+    return _in_batches(_delete, selection, using, namespace, batch_size, dry_run)
+
+
+def _in_batches(
+    action: _Action,
+    selection: JobSelection,
+    using: str,
+    namespace: str,
+    batch_size: int,
+    dry_run: bool,
+) -> BulkOutcome:
+    """Walks the stage's index rows newest first, ``batch_size`` per page, and acts on
+    the selected jobs of each page in one transaction of their own (call outside a
+    transaction so each batch commits as it goes).
+
+    Bounded: no transaction holds more than ``batch_size`` jobs, and the walk's
+    keyset cursor moves past every page, so a job the action moves out of the stage
+    and back (a retried job failing again) is newer than the cursor and not taken
+    twice. A job that left the stage between the page's read and its lock is
+    refused with the reason. With ``dry_run`` the same checks run on records read
+    without a lock and nothing is written.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size!r}")
+    stores = stores_for(using)
+    outcome = BulkOutcome()
+    cursor: str | None = None
+    while True:
+        page = stores.index.job_index_list_by_stage(namespace, selection.stage, cursor, batch_size)
+        rows = page.items
+        done = page.next_cursor is None
+        if selection.since_ms is not None:
+            done = done or any(row.stage_date_ms < selection.since_ms for row in rows)
+            rows = [row for row in rows if row.stage_date_ms >= selection.since_ms]
+        if selection.task_path is not None:
+            rows = [row for row in rows if row.payload_type == selection.task_path]
+        if rows:
+            _act_on_batch(
+                action, [row.job_id for row in rows], selection, stores, namespace, outcome, dry_run
+            )
+        if done:
+            return outcome
+        cursor = page.next_cursor
+
+
+def _act_on_batch(
+    action: _Action,
+    job_ids: list[str],
+    selection: JobSelection,
+    stores: Stores,
+    namespace: str,
+    outcome: BulkOutcome,
+    dry_run: bool,
+) -> None:
+    """One transaction: the records of ``job_ids`` locked, filtered by queue, acted on."""
+    keys = [job_key(namespace, job_id) for job_id in job_ids]
+    with transaction.atomic(using=stores.using):
+        found = stores.kv.get_many(keys) if dry_run else stores.kv.get_many_for_update(keys)
+        writes = JobWrites(namespace)
+        now = now_ms()
+        for job_id, key in zip(job_ids, keys, strict=True):
+            raw = found.get(key)
+            try:
+                record = decode_record(raw) if raw is not None else None
+            except RecordDecodeError as error:
+                _refuse(outcome, f"job {job_id} has a record that cannot be decoded: {error}")
+                continue
+            if record is None:
+                continue  # deleted, or expired, since the page was read
+            if selection.queue_name is not None and record.queue_name != selection.queue_name:
+                continue
+            outcome.matched += 1
+            if record.stage != selection.stage:
+                _refuse(
+                    outcome, f"job {job_id} is {record.stage!r} now, no longer {selection.stage!r}"
+                )
+                continue
+            try:
+                action(JobWrites(namespace) if dry_run else writes, record, stores, now)
+            except ActionRefused as refused:
+                _refuse(outcome, str(refused))
+                continue
+            outcome.changed += 1
+        if not dry_run:
+            commit(writes, stores)
+    outcome.batches += 1
+
+
+def _refuse(outcome: BulkOutcome, message: str) -> None:
+    outcome.refused += 1
+    if len(outcome.refusals) < _REFUSALS_KEPT:
+        outcome.refusals.append(message)
