@@ -4,7 +4,8 @@ Every third of the lease it extends, on its own connection, the delivery
 leases and execution leases of every job the process holds, and refreshes the
 process's row in ``later_worker`` (busy count, heartbeat time). A process that
 stops beating (killed, frozen) loses its leases when they lapse, and its jobs
-are delivered again.
+are delivered again. The thread owns that row: :meth:`Heartbeat.retire` ends
+it and then removes the row, so no beat still in flight can write it back.
 """
 
 from __future__ import annotations
@@ -75,6 +76,20 @@ class Heartbeat(threading.Thread):
             **{**self.worker.__dict__, "busy": len(job_ids), "heartbeat_at_ms": now}
         )
         executions.worker_heartbeat(self.namespace, self.worker)
+
+    def retire(self, timeout: float) -> None:
+        """Sets ``stop``, waits up to ``timeout`` seconds for a beat in flight to
+        end, then deletes the worker row (a graceful exit: the others stop counting
+        this worker live at once). The row is deleted after the last beat, never
+        before it; raises the database error of the delete. If the thread is still
+        beating after ``timeout`` the row is deleted anyway, and a late beat that
+        writes it back leaves a row the dead-worker purge removes by its age."""
+        self.stop.set()
+        if self.is_alive():
+            self.join(timeout)
+            if self.is_alive():
+                logger.warning("heartbeat still running after %.0fs; removing the row", timeout)
+        self.stores.executions.worker_remove(self.namespace, self.worker.worker_id)
 
     def run(self) -> None:
         interval = self.lease_ms / 3000

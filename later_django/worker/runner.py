@@ -46,6 +46,9 @@ from later_django.worker.process import ProcessControl
 from later_django.worker.scheduler import Scheduler
 from later_django.worker.wakeup import NotificationListener, start_wakeup
 
+#: How long the exit waits for a heartbeat in flight before removing the row.
+HEARTBEAT_RETIRE_SECONDS = 5.0
+
 __all__ = ["Worker", "WorkerOptions"]
 
 logger = logging.getLogger("later_django.worker")
@@ -149,8 +152,8 @@ class Worker:
 
     def _exit(self, heartbeat: Heartbeat, listener: NotificationListener | None) -> None:
         """Stops the helper threads, gives up the partition leases, writes the final
-        metrics and removes the worker row; database errors are logged only."""
-        context = self.context
+        metrics and has the heartbeat remove the worker row after its last beat;
+        database errors are logged only."""
         self.process.stop_threads.set()
         try:
             self.heads.release_all()
@@ -159,9 +162,13 @@ class Worker:
         self.jobs.shutdown()
         try:
             self.scheduler.flush_metrics()
-            context.stores.executions.worker_remove(context.namespace, context.worker_id)
         except DatabaseError:
-            logger.warning("could not write final metrics / remove worker row", exc_info=True)
-        heartbeat.join(timeout=2)
+            logger.warning("could not write the final metrics", exc_info=True)
+        try:
+            # After the heartbeat's last beat: one still in flight (a SQLite
+            # writer waiting on the lock) would otherwise write the row back.
+            heartbeat.retire(timeout=HEARTBEAT_RETIRE_SECONDS)
+        except DatabaseError:
+            logger.warning("could not remove the worker row; it ages out", exc_info=True)
         if listener is not None:
             listener.join(timeout=2)
