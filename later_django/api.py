@@ -1,5 +1,5 @@
 """Later's own features beyond ``django.tasks``: bulk enqueue, continuations, recurring
-jobs, partitions, and bulk actions on stored jobs.
+jobs, partitions, bulk actions on stored jobs, and pausing queues.
 
 The enqueues write on the connection of ``LATER["DATABASE"]`` and join the caller's
 ``transaction.atomic()``, like ``Task.enqueue``. Tasks must use a
@@ -22,10 +22,11 @@ from later_django.backend import LaterBackend
 from later_django.compat.tasks import InvalidTask, Task, TaskResult
 from later_django.conf import later_settings
 from later_django.core.topics import key_bytes
-from later_django.engine import job_actions, recurring
+from later_django.engine import job_actions, queue_pause, recurring
 from later_django.engine.enqueue import CONTINUE_ON
 from later_django.engine.job_actions import BulkOutcome, JobSelection
 from later_django.engine.partitions import check_public_topic
+from later_django.engine.queue_pause import PausedQueue
 from later_django.engine.recurring import RecurringDefinition
 from later_django.exceptions import ParentNotFound, TopicLayoutMismatch, TopicNotConfigured
 from later_django.logs import Consumer, LogRecord, RetainedLog, StaleLease, consumer, log
@@ -36,6 +37,7 @@ __all__ = [
     "Consumer",
     "LogRecord",
     "ParentNotFound",
+    "PausedQueue",
     "RetainedLog",
     "StaleLease",
     "TopicLayoutMismatch",
@@ -46,7 +48,10 @@ __all__ = [
     "enqueue_many",
     "enqueue_to_partition",
     "log",
+    "pause_queue",
+    "paused_queues",
     "remove_recurring",
+    "resume_queue",
     "retry_failed",
     "schedule_recurring",
 ]
@@ -249,6 +254,31 @@ def delete_jobs(
         batch_size=batch_size,
         dry_run=dry_run,
     )
+
+
+def pause_queue(name: str, *, by: str = "") -> bool:
+    """Pauses queue ``name`` for every worker of the namespace, on every host, within
+    half a second: no worker claims its messages until :func:`resume_queue`; jobs
+    already running finish, and enqueues into it still succeed (the jobs wait). The
+    pause is stored, so it survives restarts. ``by`` records who paused it (free
+    text, shown by ``later_queue list``). Returns ``False`` when it was already paused.
+    Jobs on a topic partition are not paused. ``ValueError`` for a name that cannot
+    be a queue (empty, longer than 200 characters, or reserved)."""
+    settings = later_settings()
+    return queue_pause.pause_queue(stores_for(settings.database), settings.namespace, name, by=by)
+
+
+def resume_queue(name: str) -> bool:
+    """Resumes queue ``name`` and wakes idle workers; returns ``False`` when it was not
+    paused."""
+    settings = later_settings()
+    return queue_pause.resume_queue(stores_for(settings.database), settings.namespace, name)
+
+
+def paused_queues() -> list[PausedQueue]:
+    """The paused queues of the namespace, by name, with when and by whom."""
+    settings = later_settings()
+    return queue_pause.paused_queues(stores_for(settings.database), settings.namespace)
 
 
 def _selection(

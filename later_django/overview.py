@@ -17,7 +17,8 @@ table (counters, metric buckets, workers, partitions); none counts or scans
   rows, a finished count can be above what its list shows;
 * the oldest ready message of a queue is the first ready one in queue order
   (a walk of the primary key that stops at the first match), asked only for
-  queues whose counter says they hold ready messages.
+  queues whose counter says they hold ready messages;
+* paused queues are one bounded key range of ``later_storage``.
 
 Every read is a store's (:class:`~later_django.storage.dashboard.DashboardReads`
 and the index, execution and upkeep stores of :func:`~later_django.storage.stores.stores_for`);
@@ -34,6 +35,7 @@ from later_django.conf import later_settings
 from later_django.core import clock
 from later_django.core.keys import RESERVED_PREFIX
 from later_django.core.stages import FINISHED_STAGES, LIVE_STAGES
+from later_django.engine.queue_pause import paused_queues
 from later_django.engine.recurring import list_recurring
 from later_django.storage.dashboard import (
     PartitionHeadRow,
@@ -41,7 +43,7 @@ from later_django.storage.dashboard import (
     PartitionLeaseRow,
 )
 from later_django.storage.ports import DashboardPort
-from later_django.storage.stores import stores_for
+from later_django.storage.stores import Stores, stores_for
 from later_django.storage.types import JobIndexWaitStats, QueueSample, WorkerRow
 
 #: Every stage, in the order the dashboard shows them.
@@ -77,11 +79,13 @@ class StageFigure:
 
 @dataclass(frozen=True)
 class QueueFigure:
-    """One queue: ready messages (counter) and the age of its oldest ready message."""
+    """One queue: ready messages (counter), the age of its oldest ready message, and
+    since when it is paused (``None``: not paused)."""
 
     queue_name: str
     ready: int
     oldest_ready_age_ms: int | None
+    paused_at_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,13 @@ class Overview:
 
     @property
     def oldest_ready_age_ms(self) -> int | None:
-        ages = [q.oldest_ready_age_ms for q in self.queues if q.oldest_ready_age_ms is not None]
+        """The oldest ready message's age over the queues that are not paused (a paused
+        queue's jobs wait on purpose, so they do not fail ``later_status --check``)."""
+        ages = [
+            q.oldest_ready_age_ms
+            for q in self.queues
+            if q.oldest_ready_age_ms is not None and q.paused_at_ms is None
+        ]
         return max(ages) if ages else None
 
     def as_json(self) -> dict[str, Any]:
@@ -204,7 +214,7 @@ def read_overview(
     using, namespace = resolve_target(using, namespace)
     now = clock.now_ms() if now_ms is None else now_ms
     stores = stores_for(using)
-    queues = _read_queues(stores.dashboard, namespace, now)
+    queues = _read_queues(stores, namespace, now)
     transitions, waits = _read_recent(stores.dashboard, namespace, now)
     return Overview(
         namespace=namespace,
@@ -221,8 +231,11 @@ def read_overview(
     )
 
 
-def _read_queues(reads: DashboardPort, namespace: str, now: int) -> list[QueueFigure]:
-    """Every queue's ready messages and, for those holding some, the oldest one's age."""
+def _read_queues(stores: Stores, namespace: str, now: int) -> list[QueueFigure]:
+    """Every queue's ready messages and, for those holding some, the oldest one's age;
+    paused queues too (those never used are listed with no messages), by name."""
+    reads = stores.dashboard
+    paused = {queue.name: queue.paused_at_ms for queue in paused_queues(stores, namespace)}
     figures = []
     for queue_name, ready in reads.queue_depths(namespace):
         ready = max(ready, 0)
@@ -230,8 +243,9 @@ def _read_queues(reads: DashboardPort, namespace: str, now: int) -> list[QueueFi
         if ready > 0:
             available_at = reads.oldest_ready_at_ms(namespace, queue_name, now)
             oldest = None if available_at is None else max(now - available_at, 0)
-        figures.append(QueueFigure(queue_name, ready, oldest))
-    return figures
+        figures.append(QueueFigure(queue_name, ready, oldest, paused.pop(queue_name, None)))
+    figures += [QueueFigure(name, 0, None, at) for name, at in paused.items()]
+    return sorted(figures, key=lambda figure: figure.queue_name)
 
 
 def _read_stages(

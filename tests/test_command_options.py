@@ -14,7 +14,7 @@ from django.core.management import ManagementUtility, load_command_class
 from later_django import __version__
 from tests.maintenance.test_processes import REPOSITORY, database_settings
 
-COMMANDS = ("later_worker", "later_maintenance", "later_status", "later_jobs")
+COMMANDS = ("later_worker", "later_maintenance", "later_status", "later_jobs", "later_queue")
 
 
 def options_of(name: str) -> list[argparse.Action]:

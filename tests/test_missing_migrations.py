@@ -74,6 +74,13 @@ def test_later_jobs_names_the_missing_migration(unmigrated: str) -> None:
         call_command("later_jobs", "retry", "--dry-run")
 
 
+def test_later_queue_names_the_missing_migration(unmigrated: str) -> None:
+    with pytest.raises(CommandError, match=MESSAGE):
+        call_command("later_queue", "pause", "emails")
+    with pytest.raises(CommandError, match=MESSAGE):
+        call_command("later_queue", "list")
+
+
 def test_the_admin_pages_name_the_missing_migration(unmigrated: str) -> None:
     client = Client()
     client.force_login(User.objects.create_user("staff", is_staff=True, is_superuser=True))

@@ -11,7 +11,8 @@ equals time order and a schedule is read with one half-open key range.
 * ``<ns>-due-<ms>-<id>``: schedule entry of a delayed or requeued job;
 * ``<ns>-recurring-<id>``: a recurring definition;
 * ``<ns>-recurdue-<ms>-<id>``: the recurring schedule index;
-* ``<ns>-pass-<name>``: which process runs a maintenance pass (a lease).
+* ``<ns>-pass-<name>``: which process runs a maintenance pass (a lease);
+* ``<ns>-paused-<queue>``: a paused queue (its value: when and by whom).
 
 Names that start with :data:`RESERVED_PREFIX` (queues, topics) are the
 library's own.
@@ -82,6 +83,20 @@ def parse_recurring_due_key(namespace: str, key: str) -> tuple[int, str]:
 
 def pass_lease_key(namespace: str, name: str) -> str:
     return f"{namespace}-pass-{name}"
+
+
+def paused_queue_key(namespace: str, queue_name: str) -> str:
+    return f"{namespace}-paused-{queue_name}"
+
+
+def paused_queue_bounds(namespace: str) -> tuple[str, str]:
+    """``[start, stop)`` of every paused-queue key: ``-`` sorts before ``.``."""
+    return f"{namespace}-paused-", f"{namespace}-paused."
+
+
+def queue_of_paused_key(namespace: str, key: str) -> str:
+    """The queue name of a paused-queue key."""
+    return key[len(f"{namespace}-paused-") :]
 
 
 def is_reserved(name: str) -> bool:

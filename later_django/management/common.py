@@ -4,6 +4,8 @@ default logging, and the missing-tables check they make at start."""
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
+from typing import Any
 
 import django
 from django.conf import settings
@@ -54,3 +56,19 @@ def refuse_missing_tables(using: str) -> None:
         return
     if missing:
         raise CommandError(str(TablesMissing(using, missing)))
+
+
+def utc_time(epoch_ms: int | None) -> str:
+    """``YYYY-MM-DD HH:MM:SS`` in UTC, or ``-`` for ``None``."""
+    if epoch_ms is None:
+        return "-"
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def text_table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    """``rows`` under ``headers`` as lines of left-aligned columns two spaces apart."""
+    cells = [headers, *[[str(value) for value in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return [
+        "  ".join(value.ljust(widths[i]) for i, value in enumerate(row)).rstrip() for row in cells
+    ]

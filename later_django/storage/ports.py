@@ -277,6 +277,10 @@ class QueuePort(Protocol):
         """Whether a claim of ``queue_names`` (``None``: every queue) would find a message now:
         a read that takes no write lock (idle SQLite workers ask this before they claim)."""
 
+    def wake(self, namespace: str) -> None:
+        """Wakes the idle workers of ``namespace`` when the caller's transaction commits
+        (a notification where the driver has them; nothing where workers watch commits)."""
+
     def renew(self, owner: str, sequences: Sequence[int], lease_ms: int) -> list[int]:
         """Extends ``owner``'s leases to now + ``lease_ms``; returns the sequences it still held,
         ascending. A message acked, handed back or reclaimed by another owner is left alone

@@ -99,6 +99,13 @@ class SqlDeliveryQueue:
         listening on ``WAKE_CHANNEL`` (delivered at commit) for ``namespace``."""
         return self._q.wake_tail, {"channel": WAKE_CHANNEL, "namespace": namespace}
 
+    def wake(self, namespace: str) -> None:
+        """Wakes the idle workers of ``namespace`` when the caller's transaction commits:
+        a notification on ``WAKE_CHANNEL`` where the driver sends them (PostgreSQL);
+        nothing elsewhere (SQLite's workers see every commit in their change counter)."""
+        if self._driver.wants_wake_notification():
+            self._driver.fetch_one(*self.wake_tail(namespace))
+
     def ack_part(self, owner: str, sequences: Sequence[int]) -> tuple[str, dict[str, Any]]:
         """The statement and parameters of ``ack`` (a combined write's part)."""
         return self._q.ack, self._owned(owner, _sequences(sequences))

@@ -26,6 +26,7 @@ from django.db import Error as DatabaseError
 from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.engine.execution import finish_and_continue, start_batch
+from later_django.worker.claim_queues import NOTHING, ClaimQueues
 from later_django.worker.handback import HandBack
 from later_django.worker.heads import CLAIM_BATCH, HeadClaims
 from later_django.worker.jobs import RunningJobs
@@ -64,6 +65,7 @@ class JobLoop:
         self.hand_back = hand_back
         self._watch = watch
         self._session = SessionSetup(context)
+        self._queues = ClaimQueues(context.stores, context.namespace, context.options.queues)
         self._last_claim_was_full = False
         self._queue_empty_at: float | None = None
 
@@ -125,18 +127,21 @@ class JobLoop:
             return 0
         context = self.context
         queue = context.stores.queue
+        queue_names = self._queues.current()
+        if queue_names == NOTHING:
+            return 0
         # Where a claim takes the database's write lock, a read that takes none
         # first; skipped right after a full batch, when more is most likely waiting.
         if (
             context.driver.serializes_writes
             and not self._last_claim_was_full
-            and not queue.has_ready(context.namespace, context.options.queues)
+            and not queue.has_ready(context.namespace, queue_names)
         ):
             return 0
         batch_size = min(CLAIM_BATCH, free)
         messages = queue.claim(
             context.namespace,
-            context.options.queues,
+            queue_names,
             context.worker_id,
             context.lease_ms,
             batch_size=batch_size,
@@ -201,4 +206,7 @@ class JobLoop:
         context = self.context
         if context.stores.partitions.runnable_head_exists(context.namespace, now_ms()):
             return False
-        return not context.stores.queue.has_ready(context.namespace, context.options.queues)
+        queue_names = self._queues.current()
+        return queue_names == NOTHING or not context.stores.queue.has_ready(
+            context.namespace, queue_names
+        )

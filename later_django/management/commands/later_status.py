@@ -10,13 +10,12 @@ message of a job queue has waited longer than ``--max-age`` seconds.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from later_django.exceptions import TablesMissing
-from later_django.management.common import later_django_version
+from later_django.management.common import later_django_version, text_table, utc_time
 from later_django.overview import (
     LIVE_WORKER_MS,
     Overview,
@@ -46,20 +45,6 @@ def health_problems(overview: Overview, max_age_seconds: float) -> list[str]:
     return problems
 
 
-def _time(epoch_ms: int | None) -> str:
-    if epoch_ms is None:
-        return "-"
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
-    cells = [headers, *[[str(value) for value in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return [
-        "  ".join(value.ljust(widths[i]) for i, value in enumerate(row)).rstrip() for row in cells
-    ]
-
-
 def render_text(overview: Overview) -> str:
     """The human-readable report."""
     lines = [f"later_django: namespace {overview.namespace!r} on database {overview.using!r}", ""]
@@ -74,7 +59,7 @@ def render_text(overview: Overview) -> str:
 
 
 def _stage_lines(overview: Overview) -> list[str]:
-    return _table(
+    return text_table(
         ["stage", "jobs", "moves (last minute)"],
         [[f.stage, f.count, overview.transitions.get(f.stage, 0)] for f in overview.stages],
     )
@@ -83,13 +68,14 @@ def _stage_lines(overview: Overview) -> list[str]:
 def _queue_lines(overview: Overview) -> list[str]:
     if not overview.queues:
         return ["  none"]
-    return _table(
-        ["queue", "ready", "oldest ready (s)"],
+    return text_table(
+        ["queue", "ready", "oldest ready (s)", "paused since"],
         [
             [
                 q.queue_name,
                 q.ready,
                 "-" if q.oldest_ready_age_ms is None else f"{q.oldest_ready_age_ms / 1000:.1f}",
+                utc_time(q.paused_at_ms),
             ]
             for q in overview.queues
         ],
@@ -99,10 +85,10 @@ def _queue_lines(overview: Overview) -> list[str]:
 def _worker_lines(overview: Overview) -> list[str]:
     if not overview.workers:
         return ["  none live"]
-    return _table(
+    return text_table(
         ["host", "pid", "concurrency", "busy", "queues", "last heartbeat"],
         [
-            [w.host, w.pid, w.concurrency, w.busy, ",".join(w.queues), _time(w.heartbeat_at_ms)]
+            [w.host, w.pid, w.concurrency, w.busy, ",".join(w.queues), utc_time(w.heartbeat_at_ms)]
             for w in overview.workers
         ],
     )
@@ -122,7 +108,7 @@ def _partition_lines(overview: Overview) -> list[str]:
 
 
 def _partition_table(topic: TopicFigure) -> list[str]:
-    return _table(
+    return text_table(
         ["partition", "head", "stage", "backlog", "owner", "epoch", "blocked"],
         [
             [
@@ -142,15 +128,15 @@ def _partition_table(topic: TopicFigure) -> list[str]:
 def _recurring_lines(overview: Overview) -> list[str]:
     if not overview.recurring:
         return ["  none configured"]
-    return _table(
+    return text_table(
         ["id", "cron", "task", "next run", "last run", "sequential"],
         [
             [
                 r.recurring_id,
                 r.cron,
                 r.task_path,
-                _time(r.next_run_ms),
-                _time(r.last_run_ms),
+                utc_time(r.next_run_ms),
+                utc_time(r.last_run_ms),
                 "yes" if r.sequential else "no",
             ]
             for r in overview.recurring

@@ -1,0 +1,110 @@
+"""``manage.py later_queue pause|resume|list``: stop and restart the claiming of queues.
+
+``pause NAME [NAME ...]`` stops every worker of the namespace, on every host,
+from claiming those queues' messages within half a second; jobs already running
+finish and enqueues still succeed. ``resume NAME [NAME ...]`` lets them claim
+again (and wakes idle workers). ``list`` shows each queue with messages or a
+pause: ready messages, the oldest one's age, and since when and by whom it is
+paused (``--json``: the same as one JSON object). The pause is stored in the database: it survives restarts of workers and
+of the database. Exit status 1 for an invalid name.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import socket
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from later_django import api
+from later_django.conf import later_settings
+from later_django.exceptions import TablesMissing
+from later_django.management.common import later_django_version, text_table, utc_time
+from later_django.overview import read_overview
+from later_django.storage.tables import naming_missing_tables
+
+
+class Command(BaseCommand):
+    help = "Pause or resume the claiming of queues, or list the queues and their pauses."
+
+    def get_version(self) -> str:
+        return later_django_version()
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("action", choices=["pause", "resume", "list"])
+        parser.add_argument("queues", nargs="*", metavar="NAME", help="queue names")
+        parser.add_argument(
+            "--by", help="who pauses (shown by list; default: user@host of this command)"
+        )
+        parser.add_argument("--json", action="store_true", help="list as one JSON object")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        action, names = options["action"], options["queues"]
+        if action == "list" and names:
+            raise CommandError("list takes no queue names")
+        if action != "list" and not names:
+            raise CommandError(f"{action} needs at least one queue name")
+        try:
+            with naming_missing_tables(later_settings().database):
+                self.stdout.write(self._run(action, names, options["by"], options["json"]))
+        except TablesMissing as error:
+            raise CommandError(str(error)) from error
+        except ValueError as error:
+            raise CommandError(str(error)) from error
+
+    def _run(self, action: str, names: list[str], by: str | None, as_json: bool) -> str:
+        if action == "list":
+            return self._listing(as_json)
+        lines = []
+        for name in names:
+            if action == "pause":
+                changed = api.pause_queue(name, by=by or _who())
+                lines.append(f"paused {name!r}" if changed else f"{name!r} was already paused")
+            else:
+                changed = api.resume_queue(name)
+                lines.append(f"resumed {name!r}" if changed else f"{name!r} was not paused")
+        return "\n".join(lines)
+
+    def _listing(self, as_json: bool) -> str:
+        overview = read_overview()
+        by = {queue.name: queue.by for queue in api.paused_queues()}
+        if as_json:
+            queues = [
+                {
+                    "queue": queue.queue_name,
+                    "ready": queue.ready,
+                    "oldest_ready_age_ms": queue.oldest_ready_age_ms,
+                    "paused": queue.paused_at_ms is not None,
+                    "paused_at_ms": queue.paused_at_ms,
+                    "paused_by": by.get(queue.queue_name),
+                }
+                for queue in overview.queues
+            ]
+            return json.dumps({"namespace": overview.namespace, "queues": queues}, sort_keys=True)
+        if not overview.queues:
+            return f"no queue of namespace {overview.namespace!r} has messages or a pause"
+        rows = [
+            [
+                queue.queue_name,
+                queue.ready,
+                "-"
+                if queue.oldest_ready_age_ms is None
+                else f"{queue.oldest_ready_age_ms / 1000:.1f}",
+                "paused" if queue.paused_at_ms is not None else "claiming",
+                utc_time(queue.paused_at_ms),
+                by.get(queue.queue_name, "") or "-",
+            ]
+            for queue in overview.queues
+        ]
+        headers = ["queue", "ready", "oldest ready (s)", "state", "paused since", "paused by"]
+        return "\n".join(text_table(headers, rows))
+
+
+def _who() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
