@@ -5,8 +5,9 @@ from claiming those queues' messages within half a second; jobs already running
 finish and enqueues still succeed. ``resume NAME [NAME ...]`` lets them claim
 again (and wakes idle workers). ``list`` shows each queue with messages or a
 pause: ready messages, the oldest one's age, and since when and by whom it is
-paused (``--json``: the same as one JSON object). The pause is stored in the database: it survives restarts of workers and
-of the database. Exit status 1 for an invalid name.
+paused (``--json``: the same as one JSON object). The pause is stored in the
+database: it survives restarts of workers and of the database. Exit status 1
+for an invalid name.
 """
 
 from __future__ import annotations
