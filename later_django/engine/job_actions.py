@@ -19,6 +19,7 @@ a retried or re-run job would have to go back through its partition.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -74,7 +75,9 @@ def _retry(writes: JobWrites, record: JobRecord, stores: Stores, now: int) -> No
         raise ActionRefused(
             f"job {record.job_id} is {record.stage!r}; only a failed job can be retried"
         )
-    if not record.queue_name or stores.kv.exist(undecodable_key(record.namespace, record.job_id)):
+    # The stand-in of an undecodable record (moves.replace_undecodable) has no queue:
+    # known from the record itself, without reading its marker key.
+    if not record.queue_name:
         raise ActionRefused(
             f"job {record.job_id} failed because its stored record could not be decoded; "
             "there is nothing to run again"
@@ -333,7 +336,8 @@ def _act_on_batch(
 ) -> None:
     """One transaction: the records of ``job_ids`` locked, filtered by queue, acted on."""
     keys = [job_key(namespace, job_id) for job_id in job_ids]
-    with transaction.atomic(using=stores.using):
+    # A dry run reads without locks and writes nothing: no transaction to hold.
+    with contextlib.nullcontext() if dry_run else transaction.atomic(using=stores.using):
         found = stores.kv.get_many(keys) if dry_run else stores.kv.get_many_for_update(keys)
         writes = JobWrites(namespace)
         now = now_ms()

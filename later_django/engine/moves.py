@@ -308,7 +308,8 @@ def replace_undecodable(
     settings: LaterSettings,
 ) -> JobRecord:
     """A failed record standing in for one that cannot be decoded; the original
-    bytes are kept beside it for as long as failed jobs are kept."""
+    bytes are kept beside it for as long as failed jobs are kept. It has no queue
+    (``queue_name`` empty), which is how an operator's retry knows to refuse it."""
     record = JobRecord(
         job_id=job_id,
         namespace=namespace,

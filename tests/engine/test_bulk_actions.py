@@ -209,3 +209,37 @@ def test_a_bulk_retry_skips_a_job_that_left_the_stage_since_its_page_was_read(
     assert (outcome.matched, outcome.changed, outcome.refused) == (2, 1, 1)
     assert outcome.refusals == [f"job {ids[0]} is 'enqueued' now, no longer 'failed'"]
     assert stores.queue.depth(NAMESPACE) == 2
+
+
+def test_the_stand_in_of_an_undecodable_record_is_refused_by_retry(engine_db: str) -> None:
+    """A record that could not be decoded is replaced by a failed stand-in with no
+    queue: there is nothing to run again, alone or in bulk, and it costs no extra
+    read to know (the refusal comes from the record itself)."""
+    from later_django.conf import later_settings
+    from later_django.core.clock import now_ms
+    from later_django.engine import moves
+    from later_django.engine.writes import JobWrites, commit
+
+    stores = stores_for(engine_db)
+    writes = JobWrites(NAMESPACE)
+    stand_in = moves.replace_undecodable(
+        writes,
+        NAMESPACE,
+        "01STANDIN0000000000000000A",
+        "tests.engine.tasks.add",
+        b"\xc1 not msgpack",
+        "the record could not be decoded",
+        now_ms(),
+        later_settings(),
+    )
+    commit(writes, stores)
+    ids = fail_jobs(tasks.fail_once_without_retry, 1)
+
+    with pytest.raises(job_actions.ActionRefused, match="nothing to run again"):
+        job_actions.retry_failed(engine_db, NAMESPACE, stand_in.job_id)
+    outcome = api.retry_failed()
+
+    assert (outcome.matched, outcome.changed, outcome.refused) == (2, 1, 1)
+    assert "nothing to run again" in outcome.refusals[0]
+    assert counts(engine_db) == {"enqueued": 1, "failed": 1}
+    assert result(ids[0]).status == TaskResultStatus.READY
