@@ -30,6 +30,12 @@ Scenarios (``--scenarios``, default all):
   transaction per batch: ``enqueue_many`` for later_django, ``batch_defer`` for
   Procrastinate, a loop of ``enqueue()`` for django-tasks-db (it has no bulk API)
   -> jobs/s.
+* ``enqueue_unique`` (later_django only): ``--enqueue-jobs`` enqueues of each kind,
+  each in its own ``transaction.atomic()``, interleaved in 10 rounds with no worker
+  running: ``noop.enqueue()`` (plain), ``api.enqueue_unique(noop, <a new key>)`` (a
+  job written and its key taken) and ``api.enqueue_unique(noop, <a held key>)`` (a
+  duplicate: nothing written) -> jobs/s of the unique enqueues with new keys, and
+  ``ms_per_job`` of each kind: what a unique key costs over a plain enqueue.
 * The three enqueue scenarios run with the system's two workers started and
   idle beforehand (``--enqueue-workers on``, the default: as in production, each
   enqueue may wake a worker, which then competes for the cores) or with none
@@ -142,12 +148,13 @@ SCENARIOS = [
     "log_append",
     "log_consume",
     "partition_drain",
+    "enqueue_unique",
 ]
 #: Opt-in scenarios (not in the default list): ``bloat`` takes a throwaway PostgreSQL
 #: cluster and ``--bloat-minutes`` (10) of steady load (``bench/bloat.py``).
 OPT_IN_SCENARIOS = ["bloat"]
 #: Scenarios of later_django features the peers lack: never run for them (no ratio).
-LATER_ONLY = {"log_append", "log_consume", "partition_drain"}
+LATER_ONLY = {"log_append", "log_consume", "partition_drain", "enqueue_unique"}
 #: Scenarios that run with the system's two workers started and idle (``--enqueue-workers on``).
 ENQUEUE_SCENARIOS = {"enqueue", "enqueue_in_tx", "enqueue_many"}
 #: The figures one drain run reports, in print order (``rss`` only when selected).
@@ -522,6 +529,40 @@ def run_enqueue(system: str, options: argparse.Namespace, log_dir: Path) -> dict
     }
 
 
+def run_enqueue_unique(options: argparse.Namespace) -> dict[str, Any]:
+    """Plain, unique-new and unique-duplicate enqueues, ``--enqueue-jobs`` of each, each
+    in its own transaction, interleaved in ``BARE_ROUNDS`` rounds; no worker runs."""
+    from django.db import transaction
+
+    from later_django.api import enqueue_unique
+
+    noop = tasks_of(LATER).noop
+    jobs = options.enqueue_jobs
+    seconds = {"plain": 0.0, "unique": 0.0, "duplicate": 0.0}
+    with transaction.atomic():
+        enqueue_unique(noop, "held")
+    written = 0
+    for round_ in range(BARE_ROUNDS):
+        count = _slice(jobs, round_)
+        for kind in seconds:
+            started = time.perf_counter()
+            for _ in range(count):
+                with transaction.atomic():
+                    if kind == "plain":
+                        noop.enqueue()
+                    elif kind == "unique":
+                        enqueue_unique(noop, f"key-{written}")
+                        written += 1
+                    else:
+                        enqueue_unique(noop, "held")
+            seconds[kind] += time.perf_counter() - started
+    return {
+        "value": jobs / seconds["unique"],
+        "jobs": jobs,
+        "ms_per_job": {kind: round(spent * 1000 / jobs, 3) for kind, spent in seconds.items()},
+    }
+
+
 def _slice(total: int, round_: int) -> int:
     """Round ``round_``'s share of ``total`` over ``BARE_ROUNDS`` rounds (they add up)."""
     return total * (round_ + 1) // BARE_ROUNDS - total * round_ // BARE_ROUNDS
@@ -797,6 +838,8 @@ def driver(scenario: str, options: argparse.Namespace) -> None:
         result = run_log_consume(options)
     elif scenario == "partition_drain":
         result = run_partition_drain(options, log_dir)
+    elif scenario == "enqueue_unique":
+        result = run_enqueue_unique(options)
     else:
         result = run_latency(system, options, log_dir)
     print(json.dumps(result), flush=True)
@@ -998,6 +1041,22 @@ def figures(
         ]
     if scenario == "enqueue_many":
         return [line(scenario, "value", "jobs/s", True, jobs=results[0]["jobs"], **problems)]
+    if scenario == "enqueue_unique":
+        kinds = results[0]["ms_per_job"]
+        return [
+            line(
+                scenario,
+                "value",
+                "jobs/s",
+                True,
+                jobs=results[0]["jobs"],
+                ms_per_job={
+                    kind: round(statistics.median(r["ms_per_job"][kind] for r in results), 3)
+                    for kind in kinds
+                },
+                timing="each enqueue in its own transaction.atomic(), no worker running",
+            )
+        ]
     if scenario in ("cpu_per_job", "machine_cpu_per_job"):
         measured = (
             "user+system CPU of the worker commands' processes and their children (/proc) "

@@ -1,5 +1,5 @@
 """Later's own features beyond ``django.tasks``: bulk enqueue, continuations, recurring
-jobs, partitions, bulk actions on stored jobs, and pausing queues.
+jobs, partitions, unique jobs, bulk actions on stored jobs, and pausing queues.
 
 The enqueues write on the connection of ``LATER["DATABASE"]`` and join the caller's
 ``transaction.atomic()``, like ``Task.enqueue``. Tasks must use a
@@ -21,7 +21,9 @@ from django.utils import timezone
 from later_django.backend import LaterBackend
 from later_django.compat.tasks import InvalidTask, Task, TaskResult
 from later_django.conf import later_settings
+from later_django.core.records import new_job_id
 from later_django.core.topics import key_bytes
+from later_django.core.unique import DEFAULT_OPTION
 from later_django.engine import job_actions, queue_pause, recurring
 from later_django.engine.enqueue import CONTINUE_ON
 from later_django.engine.job_actions import BulkOutcome, JobSelection
@@ -31,6 +33,7 @@ from later_django.engine.recurring import RecurringDefinition
 from later_django.exceptions import ParentNotFound, TopicLayoutMismatch, TopicNotConfigured
 from later_django.logs import Consumer, LogRecord, RetainedLog, StaleLease, consumer, log
 from later_django.storage.stores import stores_for
+from later_django.tasks import unique_option
 
 __all__ = [
     "BulkOutcome",
@@ -47,6 +50,7 @@ __all__ = [
     "delete_jobs",
     "enqueue_many",
     "enqueue_to_partition",
+    "enqueue_unique",
     "log",
     "pause_queue",
     "paused_queues",
@@ -201,6 +205,22 @@ def enqueue_to_partition(
     key_bytes(key)  # TypeError naming a bad key
     job = backend.new_job(task, args, kwargs)
     job = dataclasses.replace(job, topic=topic, partition_key=key)
+    return backend.write_jobs([task], [job])[0]
+
+
+def enqueue_unique(task: Task, key: str, /, *args: Any, **kwargs: Any) -> TaskResult:
+    """Enqueues ``task(*args, **kwargs)`` unless a job of ``task`` holding ``key`` is in one
+    of the task's ``unique`` stages (default: the live stages); then it writes nothing
+    and returns that job's result. The period and stages come from the task's
+    ``unique`` option when it has one (its own ``key`` is replaced by ``key``); without
+    one, the key is held while the job is live. Race-free: of concurrent enqueues of
+    one key, one job is written. Joins the caller's transaction like ``enqueue``."""
+    backend = _later_backend(task)
+    job = backend.new_job(task, args, kwargs)
+    option = unique_option(task) or DEFAULT_OPTION
+    job = dataclasses.replace(
+        job, unique=option.with_key(key, "enqueue_unique's key"), job_id=new_job_id()
+    )
     return backend.write_jobs([task], [job])[0]
 
 

@@ -38,14 +38,14 @@ from later_django.compat.tasks import (
 from later_django.conf import later_settings
 from later_django.core.keys import RESERVED_PREFIX, is_reserved, job_key
 from later_django.core.payload import json_compatible
-from later_django.core.records import JobRecord, decode_record
+from later_django.core.records import JobRecord, decode_record, new_job_id
 from later_django.engine.enqueue import NewJob, enqueue_jobs
 from later_django.engine.registry import resolve_task
 from later_django.engine.results import task_result
 from later_django.exceptions import RecordDecodeError, UnregisteredTaskError
 from later_django.storage.stores import stores_for
 from later_django.storage.tables import raise_if_tables_missing
-from later_django.tasks import LaterTask
+from later_django.tasks import LaterTask, unique_option
 
 #: Makes one job of a task from (args, kwargs, parent job id, run_on).
 JobMaker = Callable[[Sequence[Any], dict[str, Any], str | None, str | None], NewJob]
@@ -118,6 +118,8 @@ class LaterBackend(BaseTaskBackend):
         """A maker of ``task``'s jobs (validated already): what every job of the task
         shares is worked out once, the arguments checked per call."""
         run_after = task.run_after
+        unique = unique_option(task)
+        where = f"by the unique option of task {task.module_path}"
         shared = {
             "task_path": task.module_path,
             "queue_name": task.queue_name,
@@ -133,11 +135,23 @@ class LaterBackend(BaseTaskBackend):
             parent_job_id: str | None,
             run_on: str | None,
         ) -> NewJob:
+            checked_args = json_compatible(list(args), "args")
+            checked_kwargs = json_compatible(dict(kwargs), "kwargs")
+            if unique is None:
+                return NewJob(
+                    args=checked_args,
+                    kwargs=checked_kwargs,
+                    parent_job_id=parent_job_id,
+                    run_on=run_on,
+                    **shared,
+                )
             return NewJob(
-                args=json_compatible(list(args), "args"),
-                kwargs=json_compatible(dict(kwargs), "kwargs"),
+                args=checked_args,
+                kwargs=checked_kwargs,
                 parent_job_id=parent_job_id,
                 run_on=run_on,
+                unique=unique.key_for(checked_args, checked_kwargs, where),
+                job_id=new_job_id(),
                 **shared,
             )
 
@@ -150,8 +164,15 @@ class LaterBackend(BaseTaskBackend):
         records = self._write(jobs, settings.database, settings.namespace)
         results = [task_result(record, task) for record, task in zip(records, tasks, strict=True)]
 
+        # A unique job's enqueue that found the key held returns the holder: not enqueued.
+        enqueued = [
+            result
+            for result, job in zip(results, jobs, strict=True)
+            if job.job_id is None or result.id == job.job_id
+        ]
+
         def announce() -> None:
-            for result in results:
+            for result in enqueued:
                 task_enqueued.send(type(self), task_result=result)
 
         transaction.on_commit(announce, using=settings.database, robust=True)

@@ -44,6 +44,11 @@ class ParentNotFound(LaterError):
     """``continue_with`` named a parent job that does not exist (or has expired)."""
 
 
+class UniqueKeyContended(LaterError):
+    """A unique job's key changed hands in every round of its enqueue: other processes
+    enqueue and finish jobs of that key nonstop. Nothing was written; try again."""
+
+
 class UnregisteredTaskError(LaterError):
     """The record's task path does not lead to a registered ``django.tasks.Task``."""
 

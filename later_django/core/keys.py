@@ -12,7 +12,8 @@ equals time order and a schedule is read with one half-open key range.
 * ``<ns>-recurring-<id>``: a recurring definition;
 * ``<ns>-recurdue-<ms>-<id>``: the recurring schedule index;
 * ``<ns>-pass-<name>``: which process runs a maintenance pass (a lease);
-* ``<ns>-paused-<queue>``: a paused queue (its value: when and by whom).
+* ``<ns>-paused-<queue>``: a paused queue (its value: when and by whom);
+* ``<ns>-unique-<task path>:<key>``: the job holding a unique key (its id).
 
 Names that start with :data:`RESERVED_PREFIX` (queues, topics) are the
 library's own.
@@ -97,6 +98,11 @@ def paused_queue_bounds(namespace: str) -> tuple[str, str]:
 def queue_of_paused_key(namespace: str, key: str) -> str:
     """The queue name of a paused-queue key."""
     return key[len(f"{namespace}-paused-") :]
+
+
+def unique_key(namespace: str, task_path: str, key: str) -> str:
+    """The key held by a unique job of ``task_path`` (task paths hold no ``:``)."""
+    return f"{namespace}-unique-{task_path}:{key}"
 
 
 def is_reserved(name: str) -> bool:

@@ -22,7 +22,9 @@ from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.keys import children_key, job_key
 from later_django.core.records import JobRecord, decode_record, new_job_id
+from later_django.core.unique import UniqueKey
 from later_django.engine import metrics, moves, partitions
+from later_django.engine.unique import claim_unique_keys
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import LaterError, ParentNotFound, TopicLayoutMismatch
 from later_django.storage.stores import Stores
@@ -51,6 +53,11 @@ class NewJob:
     partition_key: str | bytes | int | None = None
     #: The recurring schedule that made this job, copied to the record.
     recurring_id: str | None = None
+    #: The unique key this job holds (``None``: not a unique job); see ``engine.unique``.
+    unique: UniqueKey | None = None
+    #: The job's id when the caller chose it (a unique job's, to tell it from the
+    #: holder an enqueue may return); ``None``: a new ULID.
+    job_id: str | None = None
 
 
 @runtime_checkable
@@ -91,16 +98,32 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, stores: Stores, namespace: str) -> l
         partitions.route(job.topic, job.partition_key, settings) if job.topic is not None else None
         for job in jobs
     ]
-    needs_transaction = any(job.parent_job_id is not None for job in jobs) or any(
-        route is not None for route in routes
+    unique = any(job.unique is not None for job in jobs)
+    needs_transaction = (
+        unique
+        or any(job.parent_job_id is not None for job in jobs)
+        or any(route is not None for route in routes)
     )
-    # Without parents or partitions there is one write (on PostgreSQL one statement,
-    # atomic by itself), which commit() wraps in a transaction when it needs one.
+    job_ids = [job.job_id or new_job_id() for job in jobs]
+    # Without parents, partitions or unique keys there is one write (on PostgreSQL
+    # one statement, atomic by itself), which commit() wraps in a transaction when
+    # it needs one.
     with (
         transaction.atomic(using=stores.using, savepoint=False)
         if needs_transaction
         else nullcontext()
     ):
+        duplicates = (
+            claim_unique_keys(
+                [(job.task_path, job.unique) for job in jobs], job_ids, stores, namespace
+            )
+            if unique
+            else {}
+        )
+        fresh = [position for position in range(len(jobs)) if position not in duplicates]
+        if duplicates:
+            jobs, routes = [jobs[i] for i in fresh], [routes[i] for i in fresh]
+            job_ids = [job_ids[i] for i in fresh]
         try:
             parents = _parents(jobs, stores, namespace)
             placements = _placements(jobs, routes, parents)
@@ -117,15 +140,28 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, stores: Stores, namespace: str) -> l
         else:
             missing = None
             records = _write_new(
-                jobs, placements, iter(sequences), parents, stores, namespace, settings
+                jobs, job_ids, placements, iter(sequences), parents, stores, namespace, settings
             )
     if missing is not None:
         raise missing
+    if duplicates:
+        return _with_duplicates(records, fresh, duplicates)
     return records
+
+
+def _with_duplicates(
+    written: list[JobRecord], fresh: list[int], duplicates: dict[int, JobRecord | int]
+) -> list[JobRecord]:
+    """Every position's record: the written ones, and for a duplicate its holder's."""
+    by_position = dict(zip(fresh, written, strict=True))
+    for position, holder in sorted(duplicates.items()):
+        by_position[position] = by_position[holder] if isinstance(holder, int) else holder
+    return [by_position[position] for position in range(len(by_position))]
 
 
 def _write_new(
     jobs: Sequence[NewJob],
+    job_ids: Sequence[str],
     placements: Sequence[tuple[str, int] | None],
     sequences: Iterator[int],
     parents: dict[str, JobRecord],
@@ -137,8 +173,8 @@ def _write_new(
     now = now_ms()
     writes = JobWrites(namespace)
     records: list[JobRecord] = []
-    for job, placement in zip(jobs, placements, strict=True):
-        record = _new_record(job, namespace, now)
+    for job, job_id, placement in zip(jobs, job_ids, placements, strict=True):
+        record = _new_record(job, job_id, namespace, now)
         if placement is not None:
             record.topic, record.partition_id = placement
             record.sequence = next(sequences)
@@ -199,7 +235,7 @@ def _placements(
     return placements
 
 
-def _new_record(job: NewJob, namespace: str, now: int) -> JobRecord:
+def _new_record(job: NewJob, job_id: str, namespace: str, now: int) -> JobRecord:
     if job.parent_job_id is not None:
         stage = stages.WAITING
     elif job.run_after_ms is not None and job.run_after_ms > now:
@@ -207,7 +243,7 @@ def _new_record(job: NewJob, namespace: str, now: int) -> JobRecord:
     else:
         stage = stages.ENQUEUED
     return JobRecord(
-        job_id=new_job_id(),
+        job_id=job_id,
         namespace=namespace,
         task_path=job.task_path,
         args=job.args,

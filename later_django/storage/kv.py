@@ -326,6 +326,25 @@ class KeyValueStore:
         row = self._driver.fetch_one(self._q.range_count, {"key": key, "now": now_ms()})
         return int(row[0]) if row else 0
 
+    def replace_if(
+        self, key: str, expected: bytes, value: bytes, ttl_seconds: float | None = None
+    ) -> bool:
+        """Replaces the live value of ``key`` by ``value`` (expiring after ``ttl_seconds``,
+        or never) only while it is ``expected``; ``True`` if this call replaced it.
+
+        One statement: of concurrent callers expecting the same value exactly one
+        gets ``True`` (the others wait for its row lock, then see the new value). An
+        absent or expired key is not created (see :meth:`set_if_absent`)."""
+        now = now_ms()
+        params = {
+            "key": key,
+            "expected": expected,
+            "value": value,
+            "now": now,
+            "date_expire": expire_at_ms(now, ttl_seconds),
+        }
+        return self._driver.fetch_one(self._q.replace_if, params) is not None
+
     def set_if_absent(self, key: str, value: bytes, ttl_seconds: float | None = None) -> bool:
         """Creates ``key`` with ``value`` only if it has no unexpired value; ``True`` if
         this call created it (an existing live value is left untouched).

@@ -95,6 +95,13 @@ class KeyValuePort(Protocol):
         """The number of unexpired members of range ``key``: a plain read that never takes the
         write lock (expired members are left to the sweep)."""
 
+    def replace_if(
+        self, key: str, expected: bytes, value: bytes, ttl_seconds: float | None = None
+    ) -> bool:
+        """Replaces the live value of ``key`` by ``value`` only while it is ``expected``, in
+        one statement; ``True`` if this call replaced it (of concurrent callers expecting
+        the same value, exactly one). An absent or expired key is left absent."""
+
     def set_if_absent(self, key: str, value: bytes, ttl_seconds: float | None = None) -> bool:
         """Creates ``key`` with ``value`` only if it has no unexpired value; ``True`` if this
         call created it (an existing live value is left untouched)."""

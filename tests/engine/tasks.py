@@ -117,3 +117,31 @@ def record_then_wait(context, path: str, gate: str, timeout: float) -> int:
         time.sleep(0.01)
     time.sleep(0.3)
     return context.attempt
+
+
+@task(unique={})
+def unique_by_arguments(a: int, b: int) -> int:
+    """Unique by its arguments while live."""
+    return a + b
+
+
+@task(unique={"key": lambda user_id, **_: f"user-{user_id}"})
+def sync_user(user_id: int, note: str = "") -> int:
+    """Unique per user id, whatever the note."""
+    return user_id
+
+
+@task(unique={"key": "the-report", "while": ["delayed"]})
+def nightly_report() -> str:
+    """Unique only while a run is delayed."""
+    return "report"
+
+
+@task(unique={"key": "short", "for_seconds": 60})
+def unique_for_a_minute() -> str:
+    return "minute"
+
+
+@task(unique={"key": lambda value: value})
+def keyed_by_its_argument(value: object) -> None:
+    """Its key is its argument as given: a non-string is refused at enqueue."""

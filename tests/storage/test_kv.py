@@ -308,6 +308,56 @@ def test_set_if_absent_from_concurrent_threads_takes_a_lapsed_lease_exactly_once
     assert store.get("contended").startswith(b"thread-")
 
 
+# --- replace_if ---
+
+
+def test_replace_if_replaces_only_the_expected_live_value(db_alias: str) -> None:
+    store = stores_for(db_alias).kv
+    store.set_if_absent("k", b"first")
+    assert store.replace_if("k", b"other", b"second") is False
+    assert store.get("k") == b"first"
+    assert store.replace_if("k", b"first", b"second", ttl_seconds=60) is True
+    value, counter, expire = stored_row(db_alias, "k")
+    assert (value, counter) == (b"second", None) and expire > now_ms()
+
+
+def test_replace_if_leaves_an_absent_or_expired_key_absent(db_alias: str) -> None:
+    store = stores_for(db_alias).kv
+    assert store.replace_if("absent", b"x", b"y") is False
+    assert store.get("absent") is None
+    store.set_if_absent("k", b"old", ttl_seconds=60)
+    expire_value_now(db_alias, "k")
+    assert store.replace_if("k", b"old", b"new") is False
+    assert store.get("k") is None
+
+
+def test_replace_if_from_concurrent_threads_lets_exactly_one_win(db_alias: str) -> None:
+    store = stores_for(db_alias).kv
+    store.set_if_absent("contended", b"holder")
+    barrier = threading.Barrier(8)
+    results: list[bool] = []
+    errors: list[BaseException] = []
+
+    def contend(number: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            kv = stores_for(db_alias).kv
+            results.append(kv.replace_if("contended", b"holder", f"thread-{number}".encode()))
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=contend, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    assert results.count(True) == 1 and len(results) == 8
+    assert store.get("contended").startswith(b"thread-")
+
+
 # --- ranges ---
 
 

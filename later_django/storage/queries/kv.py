@@ -56,6 +56,13 @@ class KvQueries:
     # One statement, so of concurrent callers exactly one sees a row come back
     # (the conflict update re-checks the expiry of the row as it is after any
     # concurrent writer committed).
+    # A compare-and-set: of concurrent callers expecting one value, the first to
+    # lock the row replaces it; the others re-check it as committed and find no match.
+    replace_if = (
+        "UPDATE later_storage SET value = %(value)s, counter_value = NULL, "
+        "date_updated = %(now)s, date_expire = %(date_expire)s "
+        "WHERE key = %(key)s AND value = %(expected)s AND " + LIVE + " RETURNING 1"
+    )
     set_if_absent = (
         "INSERT INTO later_storage "
         "(key, value, counter_value, date_created, date_updated, date_expire) "
