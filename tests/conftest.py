@@ -56,6 +56,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shutil.rmtree(settings.SQLITE_DIRECTORY, ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fast_flush() -> None:
+    """The flush between transactional tests empties only what holds rows
+    (:mod:`tests.fast_flush`)."""
+    from tests import fast_flush
+
+    fast_flush.install()
+
+
 @pytest.fixture(params=list(ALIASES))
 def db_alias(request: pytest.FixtureRequest) -> str:
     """The database alias of this case: ``default`` (SQLite) or ``postgres``."""

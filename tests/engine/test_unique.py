@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from datetime import timedelta
 from typing import Any
@@ -29,6 +28,7 @@ from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst
 from tests.maintenance.test_processes import REPOSITORY, database_settings
+from tests.threads import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -186,28 +186,13 @@ def test_a_key_callable_returning_no_string_names_the_task(engine_db: str) -> No
 
 
 def test_threads_enqueueing_one_key_at_once_write_one_job(engine_db: str) -> None:
-    barrier = threading.Barrier(8)
-    ids: list[str] = []
-    errors: list[BaseException] = []
+    def enqueue(_: int) -> str:
+        with transaction.atomic(using=engine_db):
+            return tasks.sync_user.enqueue(99).id
 
-    def enqueue() -> None:
-        try:
-            barrier.wait(timeout=30)
-            with transaction.atomic(using=engine_db):
-                ids.append(tasks.sync_user.enqueue(99).id)
-        except BaseException as error:
-            errors.append(error)
-        finally:
-            connections.close_all()
+    ids = at_once(enqueue, 8)
 
-    threads = [threading.Thread(target=enqueue) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-
-    assert not errors, errors
-    assert len(ids) == 8 and len(set(ids)) == 1
+    assert len(set(ids)) == 1
     assert queued(engine_db) == 1
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from django.db import DatabaseError, connections, transaction
 
@@ -21,6 +19,7 @@ from later_django.storage.types import (
     RangeRemove,
     Set,
 )
+from tests.threads import at_once
 
 #: An operation that passes validation but fails in the database, after the
 #: operations before it were written: the counter leaves the 64-bit range.
@@ -266,27 +265,10 @@ def test_set_if_absent_with_ttl_is_a_lease_taken_again_after_it_lapses(db_alias:
 
 
 def _race_set_if_absent(db_alias: str, key: str, threads: int) -> list[bool]:
-    barrier = threading.Barrier(threads)
-    results: list[bool] = []
-    errors: list[BaseException] = []
-
-    def contend(number: int) -> None:
-        try:
-            store = stores_for(db_alias).kv
-            barrier.wait(timeout=30)
-            results.append(store.set_if_absent(key, f"thread-{number}".encode(), 60))
-        except BaseException as error:
-            errors.append(error)
-        finally:
-            connections.close_all()
-
-    workers = [threading.Thread(target=contend, args=(n,)) for n in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=60)
-    assert not errors, errors
-    return results
+    return at_once(
+        lambda number: stores_for(db_alias).kv.set_if_absent(key, f"thread-{number}".encode(), 60),
+        threads,
+    )
 
 
 def test_set_if_absent_from_concurrent_threads_lets_exactly_one_win(db_alias: str) -> None:
@@ -334,27 +316,15 @@ def test_replace_if_leaves_an_absent_or_expired_key_absent(db_alias: str) -> Non
 def test_replace_if_from_concurrent_threads_lets_exactly_one_win(db_alias: str) -> None:
     store = stores_for(db_alias).kv
     store.set_if_absent("contended", b"holder")
-    barrier = threading.Barrier(8)
-    results: list[bool] = []
-    errors: list[BaseException] = []
 
-    def contend(number: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            kv = stores_for(db_alias).kv
-            results.append(kv.replace_if("contended", b"holder", f"thread-{number}".encode()))
-        except BaseException as error:
-            errors.append(error)
-        finally:
-            connections.close_all()
+    results = at_once(
+        lambda number: stores_for(db_alias).kv.replace_if(
+            "contended", b"holder", f"thread-{number}".encode()
+        ),
+        8,
+    )
 
-    threads = [threading.Thread(target=contend, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors, errors
-    assert results.count(True) == 1 and len(results) == 8
+    assert results.count(True) == 1
     assert store.get("contended").startswith(b"thread-")
 
 
