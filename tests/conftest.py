@@ -8,6 +8,7 @@ skipped only when ``tests.settings`` found no server and
 from __future__ import annotations
 
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,15 @@ from django.conf import settings
 ALIASES = {"sqlite": "default", "postgres": "postgres"}
 #: Which database each test ran on (node id -> "sqlite"/"postgres"), for the summary.
 DATABASE_OF_TEST: dict[str, str] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run started as a background job of a non-interactive shell (``make test &``)
+    inherits SIGINT ignored, and so would every process it starts: the dev server
+    the browser tests stop with SIGINT then never exits. A handler (not an ignore) is
+    reset to the default in a child, so Python's own handler restores that."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
