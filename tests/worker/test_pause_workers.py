@@ -56,6 +56,11 @@ def test_two_workers_stop_claiming_a_paused_queue_within_a_second(
 
     late = [line for line in started(lines, "") if line["at"] > paused_at + OBEYED_WITHIN_SECONDS]
     assert [line["label"] for line in late] == ["other-queue"], late
+    # The jobs running at the pause finished; the rest of the queue waits.
+    running_at_pause = {line["label"] for line in started(lines, "before")}
+    ended = {line["label"] for line in read_lines(lines) if line["event"] == "end"}
+    assert running_at_pause and running_at_pause <= ended
+    assert len(running_at_pause) < 8, "the pause came before the queue was drained"
     assert other.task.get_result(other.id).status.name == "SUCCESSFUL"
 
     # A worker started while the queue is paused does not claim it either.
