@@ -21,9 +21,8 @@ from django.utils import timezone
 from later_django.backend import LaterBackend
 from later_django.compat.tasks import InvalidTask, Task, TaskResult
 from later_django.conf import later_settings
-from later_django.core.records import new_job_id
 from later_django.core.topics import key_bytes
-from later_django.core.unique import DEFAULT_OPTION
+from later_django.core.unique import DEFAULT_OPTION, check_key
 from later_django.engine import job_actions, queue_pause, recurring
 from later_django.engine.enqueue import CONTINUE_ON
 from later_django.engine.job_actions import BulkOutcome, JobSelection
@@ -216,12 +215,9 @@ def enqueue_unique(task: Task, key: str, /, *args: Any, **kwargs: Any) -> TaskRe
     one, the key is held while the job is live. Race-free: of concurrent enqueues of
     one key, one job is written. Joins the caller's transaction like ``enqueue``."""
     backend = _later_backend(task)
-    job = backend.new_job(task, args, kwargs)
     option = unique_option(task) or DEFAULT_OPTION
-    job = dataclasses.replace(
-        job, unique=option.with_key(key, "enqueue_unique's key"), job_id=new_job_id()
-    )
-    return backend.write_jobs([task], [job])[0]
+    given = dataclasses.replace(option, key=check_key(key, "enqueue_unique's key"))
+    return backend.write_jobs([task], [backend.new_job(task, args, kwargs, unique=given)])[0]
 
 
 def retry_failed(

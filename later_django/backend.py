@@ -39,6 +39,7 @@ from later_django.conf import later_settings
 from later_django.core.keys import RESERVED_PREFIX, is_reserved, job_key
 from later_django.core.payload import json_compatible
 from later_django.core.records import JobRecord, decode_record, new_job_id
+from later_django.core.unique import UniqueOption
 from later_django.engine.enqueue import NewJob, enqueue_jobs
 from later_django.engine.registry import resolve_task
 from later_django.engine.results import task_result
@@ -83,14 +84,16 @@ class LaterBackend(BaseTaskBackend):
         *,
         parent_job_id: str | None = None,
         run_on: str | None = None,
+        unique: UniqueOption | None = None,
     ) -> NewJob:
-        """Validates ``task`` and its arguments and describes the job to write.
+        """Validates ``task`` and its arguments and describes the job to write;
+        ``unique`` replaces the task's own ``unique`` option (``api.enqueue_unique``).
 
         Raises ``InvalidTask`` (queue, priority, run_after) or ``TypeError``
         (an argument that is not JSON-compatible), naming the value.
         """
         self.validate_task(task)
-        return self._job_of(task)(args, kwargs, parent_job_id, run_on)
+        return self._job_of(task, unique)(args, kwargs, parent_job_id, run_on)
 
     def new_jobs(
         self, task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]
@@ -114,11 +117,13 @@ class LaterBackend(BaseTaskBackend):
                 raise TypeError(f"enqueue_many call {position}: {error}") from None
         return jobs
 
-    def _job_of(self, task: Task) -> JobMaker:
+    def _job_of(self, task: Task, unique: UniqueOption | None = None) -> JobMaker:
         """A maker of ``task``'s jobs (validated already): what every job of the task
-        shares is worked out once, the arguments checked per call."""
+        shares is worked out once, the arguments checked per call. ``unique``: the
+        option to apply instead of the task's own."""
         run_after = task.run_after
-        unique = unique_option(task)
+        if unique is None:
+            unique = unique_option(task)
         where = f"by the unique option of task {task.module_path}"
         shared = {
             "task_path": task.module_path,
@@ -137,21 +142,15 @@ class LaterBackend(BaseTaskBackend):
         ) -> NewJob:
             checked_args = json_compatible(list(args), "args")
             checked_kwargs = json_compatible(dict(kwargs), "kwargs")
-            if unique is None:
-                return NewJob(
-                    args=checked_args,
-                    kwargs=checked_kwargs,
-                    parent_job_id=parent_job_id,
-                    run_on=run_on,
-                    **shared,
-                )
             return NewJob(
                 args=checked_args,
                 kwargs=checked_kwargs,
                 parent_job_id=parent_job_id,
                 run_on=run_on,
-                unique=unique.key_for(checked_args, checked_kwargs, where),
-                job_id=new_job_id(),
+                unique=None
+                if unique is None
+                else unique.key_for(checked_args, checked_kwargs, where),
+                job_id=None if unique is None else new_job_id(),
                 **shared,
             )
 

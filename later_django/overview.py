@@ -80,12 +80,13 @@ class StageFigure:
 @dataclass(frozen=True)
 class QueueFigure:
     """One queue: ready messages (counter), the age of its oldest ready message, and
-    since when it is paused (``None``: not paused)."""
+    since when and by whom it is paused (``None``: not paused)."""
 
     queue_name: str
     ready: int
     oldest_ready_age_ms: int | None
     paused_at_ms: int | None = None
+    paused_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,7 @@ def _read_queues(stores: Stores, namespace: str, now: int) -> list[QueueFigure]:
     """Every queue's ready messages and, for those holding some, the oldest one's age;
     paused queues too (those never used are listed with no messages), by name."""
     reads = stores.dashboard
-    paused = {queue.name: queue.paused_at_ms for queue in paused_queues(stores, namespace)}
+    paused = {queue.name: queue for queue in paused_queues(stores, namespace)}
     figures = []
     for queue_name, ready in reads.queue_depths(namespace):
         ready = max(ready, 0)
@@ -243,8 +244,17 @@ def _read_queues(stores: Stores, namespace: str, now: int) -> list[QueueFigure]:
         if ready > 0:
             available_at = reads.oldest_ready_at_ms(namespace, queue_name, now)
             oldest = None if available_at is None else max(now - available_at, 0)
-        figures.append(QueueFigure(queue_name, ready, oldest, paused.pop(queue_name, None)))
-    figures += [QueueFigure(name, 0, None, at) for name, at in paused.items()]
+        pause = paused.pop(queue_name, None)
+        figures.append(
+            QueueFigure(
+                queue_name,
+                ready,
+                oldest,
+                None if pause is None else pause.paused_at_ms,
+                None if pause is None else pause.by,
+            )
+        )
+    figures += [QueueFigure(q.name, 0, None, q.paused_at_ms, q.by) for q in paused.values()]
     return sorted(figures, key=lambda figure: figure.queue_name)
 
 

@@ -77,10 +77,6 @@ class UniqueOption:
             key = self.key
         return UniqueKey(key, self.for_seconds, self.while_stages)
 
-    def with_key(self, key: Any, where: str) -> UniqueKey:
-        """The given ``key`` (``api.enqueue_unique``) with this option's period and stages."""
-        return UniqueKey(check_key(key, where), self.for_seconds, self.while_stages)
-
 
 #: What a task without a ``unique`` option gets from ``api.enqueue_unique``.
 DEFAULT_OPTION = UniqueOption(

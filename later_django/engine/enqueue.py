@@ -154,7 +154,7 @@ def _with_duplicates(
 ) -> list[JobRecord]:
     """Every position's record: the written ones, and for a duplicate its holder's."""
     by_position = dict(zip(fresh, written, strict=True))
-    for position, holder in sorted(duplicates.items()):
+    for position, holder in duplicates.items():  # an int names an earlier, written job
         by_position[position] = by_position[holder] if isinstance(holder, int) else holder
     return [by_position[position] for position in range(len(by_position))]
 

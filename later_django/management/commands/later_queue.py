@@ -70,7 +70,6 @@ class Command(BaseCommand):
 
     def _listing(self, as_json: bool) -> str:
         overview = read_overview()
-        by = {queue.name: queue.by for queue in api.paused_queues()}
         if as_json:
             queues = [
                 {
@@ -79,7 +78,7 @@ class Command(BaseCommand):
                     "oldest_ready_age_ms": queue.oldest_ready_age_ms,
                     "paused": queue.paused_at_ms is not None,
                     "paused_at_ms": queue.paused_at_ms,
-                    "paused_by": by.get(queue.queue_name),
+                    "paused_by": queue.paused_by,
                 }
                 for queue in overview.queues
             ]
@@ -95,7 +94,7 @@ class Command(BaseCommand):
                 else f"{queue.oldest_ready_age_ms / 1000:.1f}",
                 "paused" if queue.paused_at_ms is not None else "claiming",
                 utc_time(queue.paused_at_ms),
-                by.get(queue.queue_name, "") or "-",
+                queue.paused_by or "-",
             ]
             for queue in overview.queues
         ]
