@@ -65,6 +65,11 @@ def utc_time(epoch_ms: int | None) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def age_seconds(age_ms: int | None) -> str:
+    """An age in seconds with one decimal, or ``-`` for ``None``."""
+    return "-" if age_ms is None else f"{age_ms / 1000:.1f}"
+
+
 def text_table(headers: list[str], rows: list[list[Any]]) -> list[str]:
     """``rows`` under ``headers`` as lines of left-aligned columns two spaces apart."""
     cells = [headers, *[[str(value) for value in row] for row in rows]]

@@ -22,7 +22,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from later_django import api
 from later_django.conf import later_settings
 from later_django.exceptions import TablesMissing
-from later_django.management.common import later_django_version, text_table, utc_time
+from later_django.management.common import (
+    age_seconds,
+    later_django_version,
+    text_table,
+    utc_time,
+)
 from later_django.overview import read_overview
 from later_django.storage.tables import naming_missing_tables
 
@@ -89,9 +94,7 @@ class Command(BaseCommand):
             [
                 queue.queue_name,
                 queue.ready,
-                "-"
-                if queue.oldest_ready_age_ms is None
-                else f"{queue.oldest_ready_age_ms / 1000:.1f}",
+                age_seconds(queue.oldest_ready_age_ms),
                 "paused" if queue.paused_at_ms is not None else "claiming",
                 utc_time(queue.paused_at_ms),
                 queue.paused_by or "-",

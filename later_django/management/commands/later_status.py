@@ -15,7 +15,12 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from later_django.exceptions import TablesMissing
-from later_django.management.common import later_django_version, text_table, utc_time
+from later_django.management.common import (
+    age_seconds,
+    later_django_version,
+    text_table,
+    utc_time,
+)
 from later_django.overview import (
     LIVE_WORKER_MS,
     Overview,
@@ -74,7 +79,7 @@ def _queue_lines(overview: Overview) -> list[str]:
             [
                 q.queue_name,
                 q.ready,
-                "-" if q.oldest_ready_age_ms is None else f"{q.oldest_ready_age_ms / 1000:.1f}",
+                age_seconds(q.oldest_ready_age_ms),
                 utc_time(q.paused_at_ms),
             ]
             for q in overview.queues
