@@ -1,10 +1,12 @@
 """Later's own features beyond ``django.tasks``: bulk enqueue, continuations, recurring
-jobs, partitions, unique jobs, bulk actions on stored jobs, and pausing queues.
+jobs, partitions, unique jobs, cancelling jobs, bulk actions on stored jobs, and
+pausing queues.
 
 The enqueues write on the connection of ``LATER["DATABASE"]`` and join the caller's
 ``transaction.atomic()``, like ``Task.enqueue``. Tasks must use a
 :class:`~later_django.backend.LaterBackend`. The bulk actions (:func:`retry_failed`,
-:func:`delete_jobs`) commit one batch at a time: call them outside ``atomic()``.
+:func:`cancel_jobs`, :func:`delete_jobs`) and :func:`cancel_many` commit one batch at
+a time: call them outside ``atomic()``.
 
 Retained logs (``log``, ``consumer``) are re-exported from :mod:`later_django.logs`.
 """
@@ -24,19 +26,28 @@ from later_django.conf import later_settings
 from later_django.core.topics import key_bytes
 from later_django.core.unique import DEFAULT_OPTION, check_key
 from later_django.engine import job_actions, queue_pause, recurring
+from later_django.engine.cancellation import check_cancelled
 from later_django.engine.enqueue import CONTINUE_ON
 from later_django.engine.job_actions import BulkOutcome, JobSelection
 from later_django.engine.partitions import check_public_topic
 from later_django.engine.queue_pause import PausedQueue
 from later_django.engine.recurring import RecurringDefinition
-from later_django.exceptions import ParentNotFound, TopicLayoutMismatch, TopicNotConfigured
+from later_django.exceptions import (
+    JobCancelled,
+    ParentNotFound,
+    TopicLayoutMismatch,
+    TopicNotConfigured,
+)
 from later_django.logs import Consumer, LogRecord, RetainedLog, StaleLease, consumer, log
 from later_django.storage.stores import stores_for
 from later_django.tasks import unique_option
+from later_django.worker.task_calls import LaterTaskContext
 
 __all__ = [
     "BulkOutcome",
     "Consumer",
+    "JobCancelled",
+    "LaterTaskContext",
     "LogRecord",
     "ParentNotFound",
     "PausedQueue",
@@ -44,6 +55,10 @@ __all__ = [
     "StaleLease",
     "TopicLayoutMismatch",
     "TopicNotConfigured",
+    "cancel",
+    "cancel_jobs",
+    "cancel_many",
+    "check_cancelled",
     "consumer",
     "continue_with",
     "delete_jobs",
@@ -247,6 +262,63 @@ def retry_failed(
     )
 
 
+#: What :func:`cancel` did (see there).
+CANCELLED = job_actions.CANCELLED
+REQUESTED = job_actions.REQUESTED
+FINISHED = job_actions.FINISHED
+MISSING = job_actions.MISSING
+
+
+def cancel(job_id: str) -> str:
+    """Cancels the job ``job_id`` (a ``TaskResult``'s ``id``); returns what it did:
+
+    * ``"cancelled"``: it was delayed, waiting, requeued or enqueued; it is
+      ``cancelled`` now and will never start.
+    * ``"requested"``: it is running (or waits on a topic partition, or a worker
+      claimed its message at this very instant). The worker holding it sets
+      ``context.cancelled`` within half a second (:func:`check_cancelled` then
+      raises ``JobCancelled`` inside the task), and the job is recorded
+      ``cancelled`` when its task returns, whatever it returns.
+    * ``"finished"``: it had finished already; nothing changed. ``"missing"``: no
+      such job (deleted, or past its retention).
+
+    A cancelled job's ``get_result()`` is ``FAILED`` with a ``JobCancelled`` error
+    (django.tasks has no cancelled status). Its ``on="success"`` continuations fail
+    with ``parent <id> cancelled``; its ``on="finish"`` continuations run.
+    """
+    settings = later_settings()
+    return job_actions.cancel_job(settings.database, settings.namespace, job_id)
+
+
+def cancel_many(job_ids: Iterable[str]) -> dict[str, str]:
+    """:func:`cancel` for each of ``job_ids``, 500 per transaction; what was done, by id."""
+    settings = later_settings()
+    return job_actions.cancel_many(settings.database, settings.namespace, list(job_ids))
+
+
+def cancel_jobs(
+    stage: str,
+    *,
+    task: Task | str | None = None,
+    queue: str | None = None,
+    since: datetime | None = None,
+    batch_size: int = job_actions.DEFAULT_BATCH_SIZE,
+    dry_run: bool = False,
+) -> BulkOutcome:
+    """Cancels every job of the live ``stage`` (``delayed``, ``waiting``,
+    ``enqueued``, ``running`` or ``requeued``; ``ValueError`` otherwise), filtered
+    as in :func:`retry_failed`, as :func:`cancel` does for one. The outcome's
+    ``requested`` counts the jobs asked to stop (running, or on a partition) among
+    ``changed``. An enqueued job whose message a worker claims meanwhile is refused
+    (it is starting). Batches as in :func:`retry_failed`."""
+    return job_actions.cancel_selected(
+        _selection(stage, task, queue, since),
+        **_target(),
+        batch_size=batch_size,
+        dry_run=dry_run,
+    )
+
+
 def delete_jobs(
     stage: str,
     *,
@@ -260,7 +332,7 @@ def delete_jobs(
     meaning "entered the stage at or after"), as the dashboard's *Delete* does for
     one: record, index row, schedule entry, and its place among its parent's
     continuations. ``stage`` is one of ``delayed``, ``waiting``, ``requeued``,
-    ``success``, ``failed`` (``ValueError`` otherwise). A job with continuations
+    ``success``, ``failed``, ``cancelled`` (``ValueError`` otherwise). A job with continuations
     still waiting for it, and a live job on a topic partition, are refused and
     counted. Batches as in :func:`retry_failed`.
     """

@@ -25,7 +25,7 @@ DEFAULT_NAMESPACE = "default"
 #: A namespace prefixes every key as "<namespace>-"; without "-" in it no
 #: namespace's keys can fall inside another's prefix range.
 NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9_.]{1,200}")
-DEFAULT_RETENTION_SECONDS = {"success": 86_400, "failed": 7 * 86_400}
+DEFAULT_RETENTION_SECONDS = {"success": 86_400, "failed": 7 * 86_400, "cancelled": 7 * 86_400}
 #: Topic names: stored in table columns (never in keys); names starting with
 #: ``__later`` are reserved for later_django's own topics.
 TOPIC_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")

@@ -15,6 +15,12 @@ class ParentFailed(LaterError):
     """Recorded as the error of a continuation whose parent failed (``on="success"``)."""
 
 
+class JobCancelled(LaterError):
+    """Recorded as the error of a cancelled job; raised inside a task by
+    :func:`later_django.api.check_cancelled` once its cancel was requested. A task
+    that raises it is recorded cancelled (not retried) even without a request."""
+
+
 class WorkerLost(LaterError):
     """Recorded as the error of an attempt whose worker stopped renewing its lease."""
 

@@ -50,7 +50,11 @@ def test_later_settings_fill_in_defaults() -> None:
     with override_settings(LATER={"RETENTION": {"success": 60}}):
         resolved = later_settings()
     assert resolved.namespace == "default"
-    assert resolved.retention_seconds == {"success": 60, "failed": 7 * 86_400}
+    assert resolved.retention_seconds == {
+        "success": 60,
+        "failed": 7 * 86_400,
+        "cancelled": 7 * 86_400,
+    }
     assert resolved.vacuum_interval_seconds is None
 
 

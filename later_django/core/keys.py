@@ -13,7 +13,9 @@ equals time order and a schedule is read with one half-open key range.
 * ``<ns>-recurdue-<ms>-<id>``: the recurring schedule index;
 * ``<ns>-pass-<name>``: which process runs a maintenance pass (a lease);
 * ``<ns>-paused-<queue>``: a paused queue (its value: when and by whom);
-* ``<ns>-unique-<task path>:<key>``: the job holding a unique key (its id).
+* ``<ns>-unique-<task path>:<key>``: the job holding a unique key (its id);
+* ``<ns>-cancel-<id>``: a request to cancel a job that a worker must carry out
+  (its value: the job's topic partition, when it has one).
 
 Names that start with :data:`RESERVED_PREFIX` (queues, topics) are the
 library's own.
@@ -103,6 +105,19 @@ def queue_of_paused_key(namespace: str, key: str) -> str:
 def unique_key(namespace: str, task_path: str, key: str) -> str:
     """The key held by a unique job of ``task_path`` (task paths hold no ``:``)."""
     return f"{namespace}-unique-{task_path}:{key}"
+
+
+def cancel_request_key(namespace: str, job_id: str) -> str:
+    return f"{namespace}-cancel-{job_id}"
+
+
+def cancel_request_bounds(namespace: str) -> tuple[str, str]:
+    """``[start, stop)`` of every cancel request key: ``-`` sorts before ``.``."""
+    return f"{namespace}-cancel-", f"{namespace}-cancel."
+
+
+def job_id_of_cancel_request_key(namespace: str, key: str) -> str:
+    return key[len(f"{namespace}-cancel-") :]
 
 
 def is_reserved(name: str) -> bool:

@@ -1,7 +1,8 @@
 """The stage machine: which moves a job may make, and how a move is recorded.
 
 Live stages: ``delayed``, ``waiting``, ``enqueued``, ``running``, ``requeued``.
-Finished: ``success`` and ``failed`` (they get an expiry). Each move appends
+Finished: ``success``, ``failed`` and ``cancelled`` (they get an expiry); every
+live stage may move to ``cancelled`` (:mod:`later_django.engine.cancellation`). Each move appends
 the stage being left to the record's history, so the revision rises by one.
 One move exists for operators only: ``failed`` -> ``enqueued`` (the dashboard's
 retry), see :data:`OPERATOR_MOVES`.
@@ -19,25 +20,29 @@ RUNNING = "running"
 REQUEUED = "requeued"
 SUCCESS = "success"
 FAILED = "failed"
+CANCELLED = "cancelled"
 
 #: The only list of stages. Live stages never carry an expiry; finished ones get
-#: ``RETENTION``. ``later_stage_counts`` counts every stage (migrations 0002, 0005
-#: spell the same names in their triggers, frozen as history).
+#: ``RETENTION``. ``later_stage_counts`` counts every stage (from migration 0010 its
+#: triggers count whatever stage a row holds, so a new stage needs no migration).
 LIVE_STAGES: tuple[str, ...] = (DELAYED, WAITING, ENQUEUED, RUNNING, REQUEUED)
-FINISHED_STAGES: tuple[str, ...] = (SUCCESS, FAILED)
+FINISHED_STAGES: tuple[str, ...] = (SUCCESS, FAILED, CANCELLED)
 ALL_STAGES: tuple[str, ...] = LIVE_STAGES + FINISHED_STAGES
 
 INITIAL_STAGES = frozenset({DELAYED, WAITING, ENQUEUED})
 FINISHED = frozenset(FINISHED_STAGES)
+#: The finished stages whose ``on="success"`` continuations fail with them.
+UNSUCCESSFUL = frozenset({FAILED, CANCELLED})
 
 ALLOWED_MOVES: dict[str, frozenset[str]] = {
-    DELAYED: frozenset({ENQUEUED}),
-    WAITING: frozenset({ENQUEUED, FAILED}),
-    ENQUEUED: frozenset({RUNNING}),
-    RUNNING: frozenset({SUCCESS, REQUEUED, FAILED}),
-    REQUEUED: frozenset({ENQUEUED}),
+    DELAYED: frozenset({ENQUEUED, CANCELLED}),
+    WAITING: frozenset({ENQUEUED, FAILED, CANCELLED}),
+    ENQUEUED: frozenset({RUNNING, CANCELLED}),
+    RUNNING: frozenset({SUCCESS, REQUEUED, FAILED, CANCELLED}),
+    REQUEUED: frozenset({ENQUEUED, CANCELLED}),
     SUCCESS: frozenset(),
     FAILED: frozenset(),
+    CANCELLED: frozenset(),
 }
 
 

@@ -62,7 +62,9 @@ def release_children(
             for key, members in ranges.items()
             for member in members
         }
-        children = read_records(stores.kv, namespace, sorted(parent_of_child))
+        # Locked: a cancel of a waiting child (engine.cancellation) holds its row,
+        # and is then seen here, rather than overwritten.
+        children = read_records(stores.kv, namespace, sorted(parent_of_child), for_update=True)
         for key in sorted(ranges):
             writes.add(RangeClear(key))
         newly_finished: list[JobRecord] = []
@@ -70,8 +72,10 @@ def release_children(
             if child.stage != stages.WAITING:
                 continue
             parent = parent_of_child[child_id]
-            if parent.stage == stages.FAILED and child.run_on == "success":
-                moves.fail_waiting(writes, child, now, f"parent {parent.job_id} failed", settings)
+            if parent.stage in stages.UNSUCCESSFUL and child.run_on == "success":
+                moves.fail_waiting(
+                    writes, child, now, f"parent {parent.job_id} {parent.stage}", settings
+                )
                 newly_finished.append(child)
             else:
                 moves.make_ready(writes, child, now)

@@ -204,8 +204,8 @@ def _place(
     elif parent.stage not in stages.FINISHED:
         moves.place_new(writes, record, now)
         writes.add(RangeAdd(children_key(record.namespace, parent.job_id), record.job_id.encode()))
-    elif parent.stage == stages.FAILED and job.run_on == "success":
-        moves.fail_waiting(writes, record, now, f"parent {parent.job_id} failed", settings)
+    elif parent.stage in stages.UNSUCCESSFUL and job.run_on == "success":
+        moves.fail_waiting(writes, record, now, f"parent {parent.job_id} {parent.stage}", settings)
     else:
         if partitioned:
             # Enters its partition waiting, then is ready at once.
@@ -219,12 +219,12 @@ def _placements(
     parents: dict[str, JobRecord],
 ) -> list[tuple[str, int] | None]:
     """Each job's ``(topic, partition_id)``, or None: its own route, or its
-    partitioned parent's partition. A child that fails at once (its parent failed)
-    enters no partition."""
+    partitioned parent's partition. A child that fails at once (its parent failed or
+    was cancelled) enters no partition."""
     placements: list[tuple[str, int] | None] = []
     for job, route in zip(jobs, routes, strict=True):
         parent = parents.get(job.parent_job_id) if job.parent_job_id is not None else None
-        if parent is not None and parent.stage == stages.FAILED and job.run_on == "success":
+        if parent is not None and parent.stage in stages.UNSUCCESSFUL and job.run_on == "success":
             placements.append(None)
         elif parent is not None and parent.topic is not None and parent.partition_id is not None:
             placements.append((parent.topic, parent.partition_id))

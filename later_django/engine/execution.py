@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -40,12 +40,19 @@ from later_django.core.commands import ExecuteJob, decode_command
 from later_django.core.keys import job_key
 from later_django.core.records import JobError, JobRecord, decode_record
 from later_django.core.retry import RetryPolicy
-from later_django.engine import moves
+from later_django.engine import cancellation, moves
+from later_django.engine.cancellation import CancelFlag, Requests
 from later_django.engine.continuations import commit_releasing_children, release_children
 from later_django.engine.partition_changes import PartitionChanges
 from later_django.engine.registry import resolve_task
 from later_django.engine.writes import JobWrites, commit, write_tables
-from later_django.exceptions import RecordDecodeError, UnregisteredTaskError, WorkerLost, class_path
+from later_django.exceptions import (
+    JobCancelled,
+    RecordDecodeError,
+    UnregisteredTaskError,
+    WorkerLost,
+    class_path,
+)
 from later_django.storage.partitions import HeadClaim, Partition
 from later_django.storage.stores import Stores
 from later_django.storage.types import ClaimedMessage, ExecutionLease
@@ -75,12 +82,14 @@ class HeldPartition:
 class StartedJob:
     """A job written ``running`` by this worker, ready to be called. It came either
     from a delivery message (``sequence``) or from a partition head (``held``, the
-    partition lease it runs under); exactly one of the two is set."""
+    partition lease it runs under); exactly one of the two is set. ``cancel`` is
+    set once its cancel is requested (the task's ``context.cancelled``)."""
 
     record: JobRecord
     task: Task
     sequence: int | None = None
     held: HeldPartition | None = None
+    cancel: CancelFlag = field(default_factory=CancelFlag, compare=False, repr=False)
 
     @property
     def partition(self) -> Partition | None:
@@ -100,6 +109,9 @@ class Outcome:
     ``retryable`` False fails the job at once whatever its retry policy (a
     programming error such as a return value JSON cannot hold: running it again
     would repeat its side effects and fail the same way).
+
+    ``cancelled``: the job's cancel was requested while it ran, or it raised
+    ``JobCancelled``; it is written ``cancelled`` whatever it returned.
     """
 
     started: StartedJob
@@ -107,6 +119,7 @@ class Outcome:
     error: JobError | None = None
     exception: BaseException | None = None
     retryable: bool = True
+    cancelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,6 +131,16 @@ class _Worker:
     worker_id: str
     lease_ms: int
     settings: LaterSettings
+    #: The cancel requests the worker last read: such a job is cancelled, not started.
+    cancels: Requests = cancellation.NONE
+
+    def with_exact_cancels(self, job_ids: Sequence[str]) -> _Worker:
+        """Itself, or, when its requests were cut off at the poll's limit, a copy that
+        knows exactly which of ``job_ids`` are requested (read by key)."""
+        if self.cancels.complete:
+            return self
+        requested = cancellation.requested_among(self.stores, self.namespace, job_ids)
+        return dataclasses.replace(self, cancels=Requests(dict.fromkeys(requested)))
 
 
 def task_retry_policy(task: Task | None) -> RetryPolicy | None:
@@ -139,13 +162,14 @@ def start_batch(
     worker_id: str,
     lease_ms: int,
     settings: LaterSettings,
+    cancels: Requests = cancellation.NONE,
 ) -> list[StartedJob]:
     """Writes the claimed jobs ``running`` (one transaction) and returns those to run.
 
     Messages that are not jobs, or whose job is gone, finished or not runnable
     now are acknowledged (or handed back, when another worker's execution lease
-    is still current) in the same transaction. :func:`plan_batch` then
-    :meth:`BatchStart.commit`.
+    is still current) in the same transaction; a job in ``cancels`` is written
+    cancelled instead of started. :func:`plan_batch` then :meth:`BatchStart.commit`.
     """
     start = plan_batch(
         messages,
@@ -154,6 +178,7 @@ def start_batch(
         worker_id=worker_id,
         lease_ms=lease_ms,
         settings=settings,
+        cancels=cancels,
     )
     start.commit()
     return start.started
@@ -185,15 +210,17 @@ def plan_batch(
     worker_id: str,
     lease_ms: int,
     settings: LaterSettings,
+    cancels: Requests = cancellation.NONE,
 ) -> BatchStart:
     """Reads the batch's records and decides each message's move (see
     :func:`start_batch`); writes nothing. The jobs in ``started`` go to their
     threads only after :meth:`BatchStart.commit` (decision 77)."""
-    worker = _Worker(stores, namespace, worker_id, lease_ms, settings)
+    worker = _Worker(stores, namespace, worker_id, lease_ms, settings, cancels)
     now = now_ms()
     writes = JobWrites(namespace, owner=worker_id, lease_started_at_ms=now)
     commands = _job_commands(messages, writes)
     records = _claimed_records(commands, writes, worker, now)
+    worker = worker.with_exact_cancels(list(records))
     running = [job_id for job_id, record in records.items() if record.stage == stages.RUNNING]
     leases = stores.executions.lease_get_many(namespace, running) if running else {}
     started: list[StartedJob] = []
@@ -289,6 +316,10 @@ def _start_message(
         if lease is not None and lease.owner != worker.worker_id and lease.lease_until_ms > now:
             writes.hand_back(message.sequence, lease.lease_until_ms - now)
             return None
+        if record.job_id in worker.cancels:
+            _cancel_requested(writes, record, now, worker)
+            writes.ack(message.sequence)
+            return None
         lost = _worker_lost(
             record,
             now,
@@ -298,12 +329,23 @@ def _start_message(
         moves.fail_attempt(writes, record, now, lost, worker.settings, _policy_or_none(record))
         writes.ack(message.sequence)
         return None
+    if record.stage == stages.ENQUEUED and record.job_id in worker.cancels:
+        _cancel_requested(writes, record, now, worker)
+        writes.ack(message.sequence)
+        return None
     task = _task_or_refuse(writes, record, now, worker) if record.stage == stages.ENQUEUED else None
     if task is None:
         writes.ack(message.sequence)
         return None
     moves.start(writes, record, now, worker.worker_id, now + worker.lease_ms)
     return StartedJob(record, task, sequence=message.sequence)
+
+
+def _cancel_requested(writes: JobWrites, record: JobRecord, now: int, worker: _Worker) -> None:
+    """A requested cancel carried out at a start: the job is written cancelled (a
+    partitioned one leaves its partition) and its request forgotten."""
+    moves.cancel(writes, record, now, cancellation.REASON, worker.settings)
+    writes.add(cancellation.forget(worker.namespace, record.job_id))
 
 
 # --- starting jobs from partition heads ---
@@ -317,6 +359,7 @@ def start_heads(
     worker_id: str,
     lease_ms: int,
     settings: LaterSettings,
+    cancels: Requests = cancellation.NONE,
 ) -> list[StartedJob]:
     """Starts the claimed partition heads in one transaction and returns those to run.
 
@@ -325,11 +368,12 @@ def start_heads(
     becomes ``enqueued`` and starts; ``running`` is an attempt of the partition's
     previous owner, lost with its lease: it fails as ``WorkerLost`` and is
     retried (or failed) by the retry policy, to be claimed again. A head whose
-    record is gone or undecodable leaves its partition (failed when undecodable).
+    record is gone or undecodable leaves its partition (failed when undecodable); a
+    head in ``cancels`` is written cancelled and leaves it.
     """
     if not claims:
         return []
-    worker = _Worker(stores, namespace, worker_id, lease_ms, settings)
+    worker = _Worker(stores, namespace, worker_id, lease_ms, settings, cancels)
     with transaction.atomic(using=stores.using, savepoint=False):
         kept = stores.partitions.fence(
             namespace,
@@ -350,6 +394,7 @@ def _start_claims(
     writes = JobWrites(worker.namespace, owner=worker.worker_id, lease_started_at_ms=now)
     if carried is not None:
         writes.partitions.merge(carried)
+    worker = worker.with_exact_cancels([claim.job_id for claim in claims])
     started: list[StartedJob] = []
     for claim in claims:
         job = _start_claim(writes, claim, now, worker)
@@ -388,6 +433,9 @@ def _start_claim(
         )
         writes.partitions.leave(claim.job_id, claim.partition)
         return None
+    if record.stage in stages.LIVE_STAGES and record.job_id in worker.cancels:
+        _cancel_requested(writes, record, now, worker)
+        return None
     if record.stage == stages.RUNNING:
         previous = record.worker_ids[-1] if record.worker_ids else "unknown"
         lost = _worker_lost(
@@ -424,6 +472,7 @@ def finish_and_continue(
     settings: LaterSettings,
     lease_ms: int = 30_000,
     slots: int = 0,
+    cancels: Requests = cancellation.NONE,
 ) -> tuple[list[JobRecord], list[StartedJob]]:
     """Writes the outcomes in one transaction: success, a retry, or failure; the
     continuations of finished parents; leases released; messages acknowledged;
@@ -444,7 +493,7 @@ def finish_and_continue(
     """
     if not outcomes:
         return [], []
-    worker = _Worker(stores, namespace, worker_id, lease_ms, settings)
+    worker = _Worker(stores, namespace, worker_id, lease_ms, settings, cancels)
     if not any(outcome.started.held is not None for outcome in outcomes):
         return _finish_queue_jobs(outcomes, worker), []
     written = _finish_then_fence(outcomes, worker, slots)
@@ -587,7 +636,11 @@ def _write_outcomes(
         if started.sequence is not None:
             writes.ack(started.sequence)
         writes.release_lease(record.job_id)
-        if outcome.error is None:
+        if outcome.cancelled or _raised_cancel(outcome):
+            reason = cancellation.REASON if outcome.cancelled else "the task raised JobCancelled"
+            moves.cancel(writes, record, now, reason, settings)
+            writes.add(cancellation.forget(record.namespace, record.job_id))
+        elif outcome.error is None:
             moves.succeed(writes, record, now, outcome.return_value, settings)
         else:
             policy = task_retry_policy(started.task)
@@ -595,6 +648,13 @@ def _write_outcomes(
                 writes, record, now, outcome.error, settings, policy, retryable=outcome.retryable
             )
     return records
+
+
+def _raised_cancel(outcome: Outcome) -> bool:
+    return outcome.error is not None and outcome.error.exception_class_path == _CANCELLED_PATH
+
+
+_CANCELLED_PATH = class_path(JobCancelled)
 
 
 def _write_with_children(writes: JobWrites, worker: _Worker) -> None:

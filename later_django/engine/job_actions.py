@@ -1,9 +1,10 @@
-"""Operator actions on stored jobs: retry a failed job, run a delayed job now, delete a job.
+"""Operator actions on stored jobs: retry a failed job, run a delayed job now, cancel
+a live job, delete a job.
 
 One job at a time (the dashboard's buttons: :func:`retry_failed`, :func:`run_now`,
-:func:`delete_job`), or every job of a stage that a :class:`JobSelection` picks, in
-bounded batches (:func:`retry_selected`, :func:`delete_selected`: the native API and
-``later_jobs``).
+:func:`delete_job`; :func:`cancel_job`), or every job of a stage that a
+:class:`JobSelection` picks, in bounded batches (:func:`retry_selected`,
+:func:`cancel_selected`, :func:`delete_selected`: the native API and ``later_jobs``).
 
 Each single action is one transaction on the job's database, and each batch is
 one: it reads the records under a row lock (PostgreSQL ``FOR UPDATE``; SQLite's
@@ -12,7 +13,8 @@ every change through the engine (:mod:`later_django.engine.moves`,
 :func:`later_django.engine.writes.commit`), so the record, its index row, its
 schedule entry and its delivery message change together or not at all.
 
-Jobs on a topic partition are refused, except deleting a finished one: the
+Jobs on a topic partition are refused, except deleting a finished one and
+cancelling a live one (a request its partition's owner carries out): the
 partition's order (head, sequence, lease) is the partition code's to keep, and
 a retried or re-run job would have to go back through its partition.
 """
@@ -20,17 +22,19 @@ a retried or re-run job would have to go back through its partition.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from django.db import transaction
 
+from later_django.conf import LaterSettings, later_settings
 from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.commands import ExecuteJob, decode_command
 from later_django.core.keys import children_key, due_key, job_key, undecodable_key
 from later_django.core.records import JobRecord, decode_record
-from later_django.engine import moves
+from later_django.engine import cancellation, moves
+from later_django.engine.continuations import commit_releasing_children
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import ActionRefused, RecordDecodeError
 from later_django.storage.stores import Stores, stores_for
@@ -53,7 +57,18 @@ BULK_DELETE_STAGES = (
     stages.REQUEUED,
     stages.SUCCESS,
     stages.FAILED,
+    stages.CANCELLED,
 )
+#: The stages whose jobs can be cancelled in bulk: every live stage.
+BULK_CANCEL_STAGES = stages.LIVE_STAGES
+
+#: What a cancel did to one job (:func:`cancel_job`).
+CANCELLED = "cancelled"  # written cancelled: it will never start (again)
+REQUESTED = "requested"  # a worker may hold it: asked to stop, recorded cancelled
+FINISHED = "finished"  # it had finished already: nothing changed
+MISSING = "missing"  # no such job (deleted, or its record expired)
+#: The reason a cancel by an operator records.
+CANCEL_REASON = "cancelled by an operator"
 
 
 # --- checks and moves of one locked record (the single and the bulk actions share them) ---
@@ -113,6 +128,24 @@ def _delete(writes: JobWrites, record: JobRecord, stores: Stores, now: int) -> N
     writes.unindex(job_id)
 
 
+def _cancel(writes: JobWrites, record: JobRecord, stores: Stores, now: int) -> str:
+    """A live job cancelled (:data:`CANCELLED`) or, where a worker may hold it, a
+    request written (:data:`REQUESTED`); ``ActionRefused`` for a finished job."""
+    if record.stage in stages.FINISHED:
+        raise ActionRefused(f"job {record.job_id} has finished ({record.stage}); nothing to cancel")
+    if record.stage == stages.RUNNING or record.topic is not None:
+        writes.add(cancellation.request(record))
+        return REQUESTED
+    if record.stage == stages.ENQUEUED and not _delete_queue_message(stores, record):
+        # Claimed at this instant (or not found): the worker that starts it cancels it.
+        writes.add(cancellation.request(record))
+        return REQUESTED
+    if record.stage in (stages.DELAYED, stages.REQUEUED) and record.run_after_ms is not None:
+        moves.unschedule(writes, record, record.run_after_ms)
+    moves.cancel(writes, record, now, CANCEL_REASON, later_settings())
+    return CANCELLED
+
+
 def _run_now(writes: JobWrites, record: JobRecord, stores: Stores, now: int) -> None:
     _refuse_partitioned(record, "run now")
     if record.stage not in (stages.DELAYED, stages.REQUEUED):
@@ -125,7 +158,17 @@ def _run_now(writes: JobWrites, record: JobRecord, stores: Stores, now: int) -> 
     moves.make_ready(writes, record, now)
 
 
-_Action = Callable[[JobWrites, JobRecord, Stores, int], None]
+#: An action on one locked record; it may return what it did (a cancel's kind).
+_Action = Callable[[JobWrites, JobRecord, Stores, int], str | None]
+
+
+def _commit(writes: JobWrites, stores: Stores) -> None:
+    """Commits an action's writes; a cancel finishes jobs, and their continuations
+    move in the same transaction."""
+    if writes.finished_records():
+        commit_releasing_children(writes, stores, later_settings())
+    else:
+        commit(writes, stores)
 
 
 # --- one job ---
@@ -150,7 +193,7 @@ def _act_on_one(action: _Action, using: str, namespace: str, job_id: str) -> Job
         record = _locked_record(stores, namespace, job_id)
         writes = JobWrites(namespace)
         action(writes, record, stores, now_ms())
-        commit(writes, stores)
+        _commit(writes, stores)
     return record
 
 
@@ -185,6 +228,55 @@ def delete_job(using: str, namespace: str, job_id: str) -> JobRecord:
     claims it drops it because the record is gone.
     """
     return _act_on_one(_delete, using, namespace, job_id)
+
+
+def cancel_job(using: str, namespace: str, job_id: str) -> str:
+    """Cancels the job ``job_id``; returns what it did (one transaction):
+
+    * :data:`CANCELLED`: it was delayed, waiting, requeued, or enqueued with its
+      delivery message unclaimed. It is written ``cancelled`` and will never start;
+      its ``on="success"`` continuations fail, its ``on="finish"`` ones become ready.
+    * :data:`REQUESTED`: a worker may hold it (running, its message claimed at this
+      instant, or it waits on a topic partition). A request is written; within
+      :data:`~later_django.engine.cancellation.POLL_SECONDS` the worker holding it
+      sets ``context.cancelled``, and the job is recorded ``cancelled`` whatever its
+      task then returns (see :mod:`later_django.engine.cancellation`).
+    * :data:`FINISHED` (nothing changed) or :data:`MISSING`.
+    """
+    return cancel_many(using, namespace, [job_id])[job_id]
+
+
+def cancel_many(using: str, namespace: str, job_ids: Sequence[str]) -> dict[str, str]:
+    """:func:`cancel_job` for each of ``job_ids``, :data:`DEFAULT_BATCH_SIZE` per
+    transaction (call outside a transaction for the batches to commit as they go);
+    what was done, by job id. ``job_ids`` may repeat (one answer per id)."""
+    stores = stores_for(using)
+    done: dict[str, str] = {}
+    unique = list(dict.fromkeys(job_ids))
+    for start in range(0, len(unique), DEFAULT_BATCH_SIZE):
+        batch = unique[start : start + DEFAULT_BATCH_SIZE]
+        keys = [job_key(namespace, job_id) for job_id in batch]
+        with transaction.atomic(using=using):
+            found = stores.kv.get_many_for_update(keys)
+            writes = JobWrites(namespace)
+            now = now_ms()
+            for job_id, key in zip(batch, keys, strict=True):
+                raw = found.get(key)
+                if raw is None:
+                    done[job_id] = MISSING
+                    continue
+                try:
+                    record = decode_record(raw)
+                except RecordDecodeError as error:
+                    raise ActionRefused(
+                        f"job {job_id} has a record that cannot be decoded: {error}"
+                    ) from None
+                try:
+                    done[job_id] = _cancel(writes, record, stores, now)
+                except ActionRefused:
+                    done[job_id] = FINISHED
+            _commit(writes, stores)
+    return done
 
 
 def _delete_queue_message(stores: Stores, record: JobRecord) -> bool:
@@ -238,12 +330,14 @@ class JobSelection:
 @dataclass
 class BulkOutcome:
     """What a bulk action did: ``matched`` jobs the selection picked, ``changed`` of
-    them retried or deleted (with ``dry_run``: that would be), ``refused`` the rest
-    (the first messages in ``refusals``), in ``batches`` transactions."""
+    them retried, cancelled or deleted (with ``dry_run``: that would be), ``refused``
+    the rest (the first messages in ``refusals``), in ``batches`` transactions."""
 
     matched: int = 0
     changed: int = 0
     refused: int = 0
+    #: Of ``changed``, by a cancel: the jobs a worker may hold, asked to stop.
+    requested: int = 0
     batches: int = 0
     refusals: list[str] = field(default_factory=list)
 
@@ -262,6 +356,31 @@ def retry_selected(
     if selection.stage != stages.FAILED:
         raise ValueError(f"only failed jobs can be retried, not stage {selection.stage!r}")
     return _in_batches(_retry, selection, using, namespace, batch_size, dry_run)
+
+
+def cancel_selected(
+    selection: JobSelection,
+    *,
+    using: str,
+    namespace: str,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    dry_run: bool = False,
+) -> BulkOutcome:
+    """Cancels every job ``selection`` picks, as :func:`cancel_job` would (running
+    jobs, and jobs on partitions, are asked to stop: counted in ``requested``),
+    ``batch_size`` jobs per transaction; the stage must be a live one. Queued jobs
+    are walked through their queue's unclaimed messages, the others through the
+    job index; see :func:`_in_batches` for what holds."""
+    if selection.stage not in BULK_CANCEL_STAGES:
+        raise ValueError(
+            f"jobs of stage {selection.stage!r} cannot be cancelled; the stages that can: "
+            f"{', '.join(BULK_CANCEL_STAGES)} (finished jobs are done)"
+        )
+    if selection.stage == stages.ENQUEUED:
+        outcome = _queued_in_batches(selection, using, namespace, batch_size, dry_run)
+        # Jobs queued on partitions have index rows.
+        return _in_batches(_cancel, selection, using, namespace, batch_size, dry_run, outcome)
+    return _in_batches(_cancel, selection, using, namespace, batch_size, dry_run)
 
 
 def delete_selected(
@@ -290,6 +409,7 @@ def _in_batches(
     namespace: str,
     batch_size: int,
     dry_run: bool,
+    outcome: BulkOutcome | None = None,
 ) -> BulkOutcome:
     """Walks the stage's index rows newest first, ``batch_size`` per page, and acts on
     the selected jobs of each page in one transaction of their own (call outside a
@@ -305,7 +425,7 @@ def _in_batches(
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size!r}")
     stores = stores_for(using)
-    outcome = BulkOutcome()
+    outcome = outcome or BulkOutcome()
     cursor: str | None = None
     while True:
         page = stores.index.job_index_list_by_stage(namespace, selection.stage, cursor, batch_size)
@@ -358,14 +478,96 @@ def _act_on_batch(
                     outcome, f"job {job_id} is {record.stage!r} now, no longer {selection.stage!r}"
                 )
                 continue
+            done: str | None
+            if dry_run and action is _cancel:
+                # Looking for the queued job's message, as a cancel does, would delete it.
+                done = REQUESTED if record.stage == stages.RUNNING or record.topic else CANCELLED
+                if record.stage in stages.FINISHED:
+                    _refuse(outcome, f"job {job_id} has finished ({record.stage})")
+                    continue
+            else:
+                try:
+                    done = action(JobWrites(namespace) if dry_run else writes, record, stores, now)
+                except ActionRefused as refused:
+                    _refuse(outcome, str(refused))
+                    continue
+            outcome.changed += 1
+            outcome.requested += done == REQUESTED
+        if not dry_run:
+            _commit(writes, stores)
+    outcome.batches += 1
+
+
+def _queued_in_batches(
+    selection: JobSelection, using: str, namespace: str, batch_size: int, dry_run: bool
+) -> BulkOutcome:
+    """Cancels the selected jobs of the job queues' unclaimed messages, newest first,
+    ``batch_size`` messages per transaction: each message deleted (only while still
+    unclaimed) and its job written cancelled in one transaction, so a message a
+    worker claims meanwhile is left to it, its job refused with the reason. Bounded
+    like :func:`_in_batches`: the walk's cursor (the sequence) only goes down."""
+    stores = stores_for(using)
+    outcome = BulkOutcome()
+    before: int | None = None
+    settings = later_settings()
+    while True:
+        messages = stores.index.queued_messages(namespace, before, batch_size)
+        if not messages:
+            return outcome
+        before = messages[-1].sequence
+        picked: list[tuple[int, str]] = []
+        for message in messages:
             try:
-                action(JobWrites(namespace) if dry_run else writes, record, stores, now)
-            except ActionRefused as refused:
-                _refuse(outcome, str(refused))
+                command = decode_command(message.payload)
+            except RecordDecodeError:
                 continue
+            if not isinstance(command, ExecuteJob):
+                continue
+            if selection.task_path is None or command.payload_type == selection.task_path:
+                picked.append((message.sequence, command.job_id))
+        if picked:
+            _cancel_queued(picked, selection, stores, namespace, outcome, dry_run, settings)
+        if len(messages) < batch_size:
+            return outcome
+
+
+def _cancel_queued(
+    picked: list[tuple[int, str]],
+    selection: JobSelection,
+    stores: Stores,
+    namespace: str,
+    outcome: BulkOutcome,
+    dry_run: bool,
+    settings: LaterSettings,
+) -> None:
+    """One transaction of :func:`_queued_in_batches`: the records locked, filtered
+    by queue and ``since``, each message deleted while unclaimed, the job cancelled."""
+    keys = [job_key(namespace, job_id) for _, job_id in picked]
+    with contextlib.nullcontext() if dry_run else transaction.atomic(using=stores.using):
+        found = stores.kv.get_many(keys) if dry_run else stores.kv.get_many_for_update(keys)
+        writes = JobWrites(namespace)
+        now = now_ms()
+        for (sequence, job_id), key in zip(picked, keys, strict=True):
+            raw = found.get(key)
+            try:
+                record = decode_record(raw) if raw is not None else None
+            except RecordDecodeError:
+                continue  # the worker that claims it fails it with the reason
+            if record is None or record.stage != stages.ENQUEUED:
+                continue
+            if selection.queue_name is not None and record.queue_name != selection.queue_name:
+                continue
+            if selection.since_ms is not None and record.stage_at_ms < selection.since_ms:
+                continue
+            outcome.matched += 1
+            if not dry_run and not stores.queue.delete_unclaimed(sequence):
+                _refuse(outcome, f"job {job_id} was claimed by a worker meanwhile")
+                continue
+            if not dry_run:
+                moves.cancel(writes, record, now, CANCEL_REASON, settings)
             outcome.changed += 1
         if not dry_run:
-            commit(writes, stores)
+            _commit(writes, stores)
     outcome.batches += 1
 
 

@@ -19,6 +19,7 @@ from later_django.core.records import JobError, JobRecord
 from later_django.core.retry import RetryPolicy
 from later_django.engine.writes import JobWrites
 from later_django.exceptions import (
+    JobCancelled,
     ParentFailed,
     StageMoveError,
     UnregisteredTaskError,
@@ -295,6 +296,26 @@ def fail_waiting(
         )
     )
     _finish(writes, record, stages.FAILED, now, settings)
+
+
+def cancel(
+    writes: JobWrites, record: JobRecord, now: int, reason: str, settings: LaterSettings
+) -> None:
+    """Any live stage -> cancelled with ``reason``, recorded as a ``JobCancelled``
+    error of the current attempt (0 for a job that never ran). The caller removes
+    what the stage held outside the record: the schedule entry of a delayed or
+    requeued job (:func:`unschedule`), the delivery message of a queued one, the
+    execution lease of a running one. A partitioned job leaves its partition."""
+    record.reason = reason
+    record.errors.append(
+        JobError(
+            exception_class_path=class_path(JobCancelled),
+            traceback=reason,
+            at_ms=now,
+            attempt=record.attempts,
+        )
+    )
+    _finish(writes, record, stages.CANCELLED, now, settings)
 
 
 def replace_undecodable(

@@ -2,7 +2,8 @@
 
 Stages map to statuses: delayed, waiting, enqueued, requeued -> READY;
 running -> RUNNING; success -> SUCCESSFUL (with the return value); failed ->
-FAILED (with every attempt's error).
+FAILED (with every attempt's error); cancelled -> FAILED too, its last error a
+``later_django.exceptions.JobCancelled`` (django.tasks has no cancelled status).
 
 The result's task is the job's own: the registered task with the queue,
 priority, ``run_after`` and backend alias the record holds (what ``.using()``
@@ -28,6 +29,7 @@ STATUS_OF_STAGE = {
     stages.RUNNING: TaskResultStatus.RUNNING,
     stages.SUCCESS: TaskResultStatus.SUCCESSFUL,
     stages.FAILED: TaskResultStatus.FAILED,
+    stages.CANCELLED: TaskResultStatus.FAILED,
 }
 
 

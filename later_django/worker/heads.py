@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 
 from later_django.core.clock import now_ms
+from later_django.engine.cancellation import NONE, Requests
 from later_django.engine.execution import Outcome, StartedJob, start_heads
 from later_django.worker.jobs import RunningJobs
 from later_django.worker.options import WorkerContext
@@ -37,10 +38,11 @@ class HeadClaims:
         self._dirty = True
         self._last_look = 0.0
 
-    def claim(self) -> int:
+    def claim(self, cancels: Requests = NONE) -> int:
         """Maintains the assignment, then claims and starts the runnable heads of
-        held partitions (as many as free slots allow); returns how many it claimed.
-        Heads claimed but not started (a lost attempt now retried) mark it dirty."""
+        held partitions (as many as free slots allow; those in ``cancels`` are
+        cancelled instead); returns how many it claimed. Heads claimed but not
+        started (a lost attempt now retried) mark it dirty."""
         self.partitions.maintain()
         if not self.partitions.held:
             return 0
@@ -73,6 +75,7 @@ class HeadClaims:
             worker_id=context.worker_id,
             lease_ms=context.lease_ms,
             settings=context.settings,
+            cancels=cancels,
         )
         self.jobs.claimed(len(started))
         self.jobs.launch(started)
@@ -88,6 +91,11 @@ class HeadClaims:
             len(started) >= slots
         ):
             self._dirty = True
+
+    def look_again(self) -> None:
+        """A head may have become runnable (a cancel freed a partition): the next
+        claim looks."""
+        self._dirty = True
 
     def refresh(self) -> None:
         """Takes this worker's share of the partitions now (at start)."""

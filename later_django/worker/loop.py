@@ -25,7 +25,9 @@ from django.db import Error as DatabaseError
 
 from later_django.core import stages
 from later_django.core.clock import now_ms
+from later_django.engine.cancellation import POLL_SECONDS
 from later_django.engine.execution import finish_and_continue, start_batch
+from later_django.worker.cancel_watch import CancelWatch
 from later_django.worker.claim_queues import NOTHING, ClaimQueues
 from later_django.worker.handback import HandBack
 from later_django.worker.heads import CLAIM_BATCH, HeadClaims
@@ -66,6 +68,7 @@ class JobLoop:
         self._watch = watch
         self._session = SessionSetup(context)
         self._queues = ClaimQueues(context.stores, context.namespace, context.options.queues)
+        self._cancels = CancelWatch(context, jobs, heads)
         self._last_claim_was_full = False
         self._queue_empty_at: float | None = None
 
@@ -84,6 +87,7 @@ class JobLoop:
         """One turn; returns whether the loop is done (max jobs, or the burst is over)."""
         self._session.prepare()
         self.hand_back.flush()
+        self._cancels.poll()
         self.finish_completed()
         if self.jobs.done_with_max_jobs():
             return True
@@ -97,9 +101,11 @@ class JobLoop:
             promoted = self.scheduler.promote_due_now()
             if not promoted and self._nothing_left():
                 return True
-        # With every thread busy only a finished job is worth waking for.
+        # With every thread busy only a finished job is worth waking for; while jobs
+        # run, a cancel request must reach them within POLL_SECONDS.
         watch = self._watch if self.jobs.free_slots() > 0 else None
-        wait_for_work(self.process.wake, IDLE_LOOK_SECONDS, watch)
+        timeout = POLL_SECONDS if self.jobs.any_running() else IDLE_LOOK_SECONDS
+        wait_for_work(self.process.wake, timeout, watch)
         return False
 
     def _claim_and_start(self) -> int:
@@ -117,7 +123,7 @@ class JobLoop:
         else:
             claimed = self._claim_queue()
             self._queue_empty_at = now if claimed == 0 else None
-        return claimed + self.heads.claim()
+        return claimed + self.heads.claim(self._cancels.requests)
 
     def _claim_queue(self) -> int:
         """Claims ready messages and starts their jobs; a failed start hands the
@@ -161,6 +167,7 @@ class JobLoop:
                 worker_id=context.worker_id,
                 lease_ms=context.lease_ms,
                 settings=context.settings,
+                cancels=self._cancels.requests,
             )
         except DatabaseError:
             self.hand_back.unstarted([message.sequence for message in messages])
@@ -190,6 +197,7 @@ class JobLoop:
                 settings=context.settings,
                 lease_ms=context.lease_ms,
                 slots=max(0, slots),
+                cancels=self._cancels.requests,
             )
         except BaseException:
             self.jobs.write_failed()

@@ -11,6 +11,7 @@ the task's own work, and a successful job costs no log formatting.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,11 +22,21 @@ from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.payload import json_compatible
 from later_django.core.records import JobError, JobRecord
+from later_django.engine.cancellation import CancelFlag, running_with
 from later_django.engine.execution import Outcome, StartedJob
 from later_django.engine.moves import error_from_exception
 from later_django.engine.results import task_result
 
 logger = logging.getLogger("later_django.worker")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaterTaskContext(TaskContext):
+    """The ``context`` a ``takes_context`` task of later_django gets: django.tasks'
+    ``TaskContext`` plus ``cancelled``, a flag set once the job's cancel is requested
+    (``if context.cancelled: ...``, ``context.cancelled.wait(5)``)."""
+
+    cancelled: CancelFlag
 
 
 def run_job(job: StartedJob, *, manage_connections: bool = True) -> Outcome:
@@ -45,16 +56,24 @@ def run_job(job: StartedJob, *, manage_connections: bool = True) -> Outcome:
 def _outcome(job: StartedJob) -> Outcome:
     """A raising task gives a retryable failure; a return value JSON cannot hold a
     failure that is not retried (the task ran to its end: running it again would
-    repeat its side effects and return the same kind of value)."""
+    repeat its side effects and return the same kind of value). A job whose cancel
+    was requested meanwhile is cancelled, whatever the task did."""
     try:
-        value = _call(job)
+        with running_with(job.cancel):
+            value = _call(job)
     except BaseException as error:  # the job's failure, never the worker's
-        return _failure(job, error, retryable=True)
+        return _cancelled_or(_failure(job, error, retryable=True))
     try:
         return_value = json_compatible(value, "the return value")
     except BaseException as error:
-        return _failure(job, error, retryable=False)
-    return Outcome(job, return_value=return_value)
+        return _cancelled_or(_failure(job, error, retryable=False))
+    return _cancelled_or(Outcome(job, return_value=return_value))
+
+
+def _cancelled_or(outcome: Outcome) -> Outcome:
+    if outcome.started.cancel.is_set():
+        outcome.cancelled = True
+    return outcome
 
 
 def _call(job: StartedJob) -> Any:
@@ -63,7 +82,8 @@ def _call(job: StartedJob) -> Any:
     result = task_result(record, job.task)
     task_started.send(sender=type(job.task.get_backend()), task_result=result)
     if job.task.takes_context:
-        return job.task.call(TaskContext(task_result=result), *record.args, **record.kwargs)
+        context = LaterTaskContext(task_result=result, cancelled=job.cancel)
+        return job.task.call(context, *record.args, **record.kwargs)
     return job.task.call(*record.args, **record.kwargs)
 
 

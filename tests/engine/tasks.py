@@ -145,3 +145,11 @@ def unique_for_a_minute() -> str:
 @task(unique={"key": lambda value: value})
 def keyed_by_its_argument(value: object) -> None:
     """Its key is its argument as given: a non-string is refused at enqueue."""
+
+
+@task
+def cancel_itself() -> None:
+    """Raises ``JobCancelled`` with no cancel requested: the job is cancelled."""
+    from later_django.api import JobCancelled
+
+    raise JobCancelled("giving up")

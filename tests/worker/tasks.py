@@ -25,12 +25,14 @@ def append_line(path: str, entry: dict[str, Any]) -> None:
 
 
 def read_lines(path: str | Path) -> list[dict[str, Any]]:
-    """The entries written so far (none when the file does not exist yet)."""
+    """The entries written so far (none when the file does not exist yet). A last line
+    without its newline is being written by a worker right now: it is left out."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         return []
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    complete = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
 
 @task
@@ -73,3 +75,20 @@ def spin_and_record(path: str, label: Any, seconds: float) -> Any:
 def plain_function(path: str, label: Any) -> None:
     """Not a ``Task``: a record naming it must be refused, never called."""
     append_line(path, {"label": label, "event": "plain function ran"})
+
+
+@task(takes_context=True)
+def wait_for_cancel(context: TaskContext, path: str, label: str, seconds: float) -> str:
+    """Writes ``start``, then looks at ``context.cancelled`` every 20 ms for up to
+    ``seconds``: once set, writes ``saw cancel`` and stops through ``check_cancelled``."""
+    from later_django.api import check_cancelled
+
+    append_line(path, {"label": label, "event": "start"})
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if context.cancelled:
+            append_line(path, {"label": label, "event": "saw cancel"})
+            check_cancelled()
+        time.sleep(0.02)
+    append_line(path, {"label": label, "event": "end"})
+    return label

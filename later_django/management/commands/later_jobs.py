@@ -1,11 +1,13 @@
-"""``manage.py later_jobs retry|delete``: act on many stored jobs at once, in batches.
+"""``manage.py later_jobs retry|cancel|delete``: act on many stored jobs at once, in batches.
 
-``retry`` enqueues the failed jobs again; ``delete`` deletes the jobs of one
+``retry`` enqueues the failed jobs again; ``cancel`` cancels the jobs of one live
+``--stage`` (running ones are asked to stop); ``delete`` deletes the jobs of one
 ``--stage``. ``--task`` (a task's module path), ``--queue`` and ``--since`` (an
 ISO 8601 time: jobs that entered the stage at or after it; a time without an
 offset is read in ``TIME_ZONE``) narrow the selection; ``--dry-run`` counts
 and writes nothing. Each batch of ``--batch-size`` jobs is its own transaction
-(:func:`later_django.api.retry_failed`, :func:`later_django.api.delete_jobs`),
+(:func:`later_django.api.retry_failed`, :func:`later_django.api.cancel_jobs`,
+:func:`later_django.api.delete_jobs`),
 so a run over a million failed jobs holds no long transaction and can be
 stopped and started again. Exit status 0 also when jobs were refused (the
 refusals are printed); 1 for an invalid option.
@@ -20,16 +22,25 @@ from django.utils.dateparse import parse_datetime
 
 from later_django import api
 from later_django.conf import later_settings
-from later_django.engine.job_actions import BULK_DELETE_STAGES, DEFAULT_BATCH_SIZE, BulkOutcome
+from later_django.engine.job_actions import (
+    BULK_CANCEL_STAGES,
+    BULK_DELETE_STAGES,
+    DEFAULT_BATCH_SIZE,
+    BulkOutcome,
+)
 from later_django.exceptions import TablesMissing
 from later_django.management.common import later_django_version
 from later_django.storage.tables import naming_missing_tables
 
-_VERBS = {"retry": ("retried", "would retry"), "delete": ("deleted", "would delete")}
+_VERBS = {
+    "retry": ("retried", "would retry"),
+    "cancel": ("cancelled", "would cancel"),
+    "delete": ("deleted", "would delete"),
+}
 
 
 class Command(BaseCommand):
-    help = "Retry the failed jobs, or delete the jobs of a stage, in batches."
+    help = "Retry the failed jobs, or cancel or delete the jobs of a stage, in batches."
 
     def get_version(self) -> str:
         return later_django_version()
@@ -38,7 +49,9 @@ class Command(BaseCommand):
         parser.add_argument("action", choices=sorted(_VERBS), help="what to do with the jobs")
         parser.add_argument(
             "--stage",
-            help="the jobs' stage: failed for retry (the default); for delete one of "
+            help="the jobs' stage: failed for retry (the default); for cancel one of "
+            + ", ".join(BULK_CANCEL_STAGES)
+            + "; for delete one of "
             + ", ".join(BULK_DELETE_STAGES),
         )
         parser.add_argument("--task", help="only jobs of this task (its module path)")
@@ -85,6 +98,12 @@ class Command(BaseCommand):
                 if stage not in (None, "failed"):
                     raise CommandError(f"retry takes failed jobs only, not --stage {stage!r}")
                 return api.retry_failed(**selection)
+            if action == "cancel":
+                if stage is None:
+                    raise CommandError(
+                        "cancel needs --stage, one of " + ", ".join(BULK_CANCEL_STAGES)
+                    )
+                return api.cancel_jobs(stage, **selection)
             else:
                 if stage is None:
                     raise CommandError(
@@ -101,6 +120,11 @@ class Command(BaseCommand):
             f"{stage} job(s) selected, in {outcome.batches:,} batch(es); "
             f"refused {outcome.refused:,}"
         ]
+        if action == "cancel" and outcome.requested:
+            lines.append(
+                f"  of those, {outcome.requested:,} running or on a partition: "
+                f"{'would be ' if dry_run else ''}asked to stop, recorded cancelled when they end"
+            )
         lines += [f"  refused: {message}" for message in outcome.refusals]
         if outcome.refused > len(outcome.refusals):
             lines.append(f"  ... and {outcome.refused - len(outcome.refusals):,} more")
