@@ -41,6 +41,7 @@ KNOWN_KEYS = (
     "TOPICS",
     "MAINTENANCE_MODULES",
     "RECURRING",
+    "TIMEOUT",
 )
 
 
@@ -56,6 +57,9 @@ class LaterSettings:
     vacuum_interval_seconds: float | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     worker_synchronous_commit: bool = False
+    #: Seconds a job may run before it is recorded failed by ``TaskTimeout`` (None: no
+    #: limit); a task's own ``timeout`` option wins.
+    timeout_seconds: float | None = None
     #: topic name → fixed partition count (``LATER["TOPICS"]``).
     topics: dict[str, int] = field(default_factory=dict)
     #: modules that register maintenance passes (``LATER["MAINTENANCE_MODULES"]``).
@@ -216,6 +220,20 @@ def _maintenance_modules_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def timeout_problem(value: Any, where: str) -> str | None:
+    """Why ``value`` cannot be a timeout (None, or a positive number of seconds)."""
+    if value is None or (
+        not isinstance(value, bool) and isinstance(value, int | float) and 0 < value < 10**9
+    ):
+        return None
+    return f"{where} must be None or a positive number of seconds, got {value!r}"
+
+
+def _timeout_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    problem = timeout_problem(raw.get("TIMEOUT"), "LATER['TIMEOUT']")
+    return [] if problem is None else [("later_django.E013", f"{problem}.")]
+
+
 def _retry_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     try:
         RetryPolicy.from_mapping(raw.get("RETRY", {}), "LATER['RETRY']")
@@ -234,6 +252,7 @@ _RULES: tuple[SettingRule, ...] = (
     _topics_problems,
     _maintenance_modules_problems,
     _retry_problems,
+    _timeout_problems,
 )
 #: Rules of keys whose validation lives above conf (``RECURRING``: the engine's,
 #: check E009), added by :mod:`later_django.checks` when it is imported (the app's
@@ -280,6 +299,7 @@ def later_settings() -> LaterSettings:
         worker_synchronous_commit=raw.get("WORKER_SYNCHRONOUS_COMMIT", False),
         topics={name: options["partitions"] for name, options in raw.get("TOPICS", {}).items()},
         maintenance_modules=tuple(raw.get("MAINTENANCE_MODULES", ())),
+        timeout_seconds=raw.get("TIMEOUT"),
     )
     # Keyed on the settings object itself: override_settings installs a new one.
     _cache = (raw, resolved)

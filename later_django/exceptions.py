@@ -21,6 +21,11 @@ class JobCancelled(LaterError):
     that raises it is recorded cancelled (not retried) even without a request."""
 
 
+class TaskTimeout(LaterError):
+    """Recorded as the error of an attempt that ran past its timeout (``@task(timeout=)``
+    or ``LATER["TIMEOUT"]``); it is retried by the task's retry policy."""
+
+
 class WorkerLost(LaterError):
     """Recorded as the error of an attempt whose worker stopped renewing its lease."""
 

@@ -1,5 +1,5 @@
-"""``LaterTask``: django.tasks' ``Task`` with later_django's own options ``retry`` and
-``unique``.
+"""``LaterTask``: django.tasks' ``Task`` with later_django's own options ``retry``,
+``unique`` and ``timeout``.
 
 ``LaterBackend.task_class`` is this class, so ``@task(retry={...})`` works for
 tasks whose backend is a ``LaterBackend``::
@@ -15,6 +15,13 @@ tasks whose backend is a ``LaterBackend``::
 
     @task(unique={"key": lambda user_id: f"user-{user_id}", "for_seconds": 300})
     def sync_user(user_id): ...
+
+``timeout`` (seconds) bounds how long one attempt may run (``LATER["TIMEOUT"]`` is the
+default): past it the attempt is recorded failed by ``TaskTimeout`` and retried by the
+policy, and the worker process is replaced (a thread cannot be stopped)::
+
+    @task(timeout=30)
+    def render(report_id): ...
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from later_django.compat.tasks import InvalidTask, Task
+from later_django.conf import timeout_problem
 from later_django.core.retry import RetryPolicy
 from later_django.core.unique import UniqueOption
 
@@ -31,8 +39,12 @@ from later_django.core.unique import UniqueOption
 class LaterTask(Task):
     retry: dict[str, Any] | None = None
     unique: dict[str, Any] | None = None
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
+        problem = timeout_problem(self.timeout, f"the timeout option of task {self.module_path}")
+        if problem is not None:
+            raise InvalidTask(problem)
         try:
             if self.retry is not None:
                 RetryPolicy.from_mapping(self.retry, f"the retry option of task {self.module_path}")

@@ -35,6 +35,8 @@ def test_default_settings_pass_every_check() -> None:
         ({"RETENTION": {"done": 5}}, "later_django.E004", "unknown key 'done'"),
         ({"VACUUM_INTERVAL": "daily"}, "later_django.E005", "LATER['VACUUM_INTERVAL']"),
         ({"WORKER_SYNCHRONOUS_COMMIT": "yes"}, "later_django.E007", "WORKER_SYNCHRONOUS_COMMIT"),
+        ({"TIMEOUT": 0}, "later_django.E013", "LATER['TIMEOUT'] must be None or a positive"),
+        ({"TIMEOUT": "30s"}, "later_django.E013", "got '30s'"),
     ],
 )
 def test_an_invalid_setting_is_reported_with_its_id_and_key(later, check_id, named) -> None:
@@ -92,6 +94,7 @@ def test_every_known_key_is_accepted(db_alias: str) -> None:
         "TOPICS": {"orders": {"partitions": 2}},
         "MAINTENANCE_MODULES": [],
         "RECURRING": {},
+        "TIMEOUT": 30,
     }
     assert sorted(later) == sorted(KNOWN_KEYS)
     with override_settings(LATER=later):

@@ -90,6 +90,8 @@ class StartedJob:
     sequence: int | None = None
     held: HeldPartition | None = None
     cancel: CancelFlag = field(default_factory=CancelFlag, compare=False, repr=False)
+    #: When the attempt times out (epoch ms), or None: no timeout.
+    deadline_ms: int | None = None
 
     @property
     def partition(self) -> Partition | None:
@@ -141,6 +143,20 @@ class _Worker:
             return self
         requested = cancellation.requested_among(self.stores, self.namespace, job_ids)
         return dataclasses.replace(self, cancels=Requests(dict.fromkeys(requested)))
+
+
+def task_timeout_ms(task: Task, settings: LaterSettings) -> int | None:
+    """How long one attempt of ``task`` may run: its ``timeout`` option, else
+    ``LATER["TIMEOUT"]``; None when neither is set."""
+    seconds = getattr(task, "timeout", None)
+    if seconds is None:
+        seconds = settings.timeout_seconds
+    return None if seconds is None else int(seconds * 1000)
+
+
+def _deadline(task: Task, now: int, settings: LaterSettings) -> int | None:
+    timeout = task_timeout_ms(task, settings)
+    return None if timeout is None else now + timeout
 
 
 def task_retry_policy(task: Task | None) -> RetryPolicy | None:
@@ -338,7 +354,8 @@ def _start_message(
         writes.ack(message.sequence)
         return None
     moves.start(writes, record, now, worker.worker_id, now + worker.lease_ms)
-    return StartedJob(record, task, sequence=message.sequence)
+    deadline = _deadline(task, now, worker.settings)
+    return StartedJob(record, task, sequence=message.sequence, deadline_ms=deadline)
 
 
 def _cancel_requested(writes: JobWrites, record: JobRecord, now: int, worker: _Worker) -> None:
@@ -457,7 +474,7 @@ def _start_claim(
         return None
     moves.start(writes, record, now, worker.worker_id, now + worker.lease_ms)
     held = HeldPartition(claim.topic, claim.partition_id, claim.epoch)
-    return StartedJob(record, task, held=held)
+    return StartedJob(record, task, held=held, deadline_ms=_deadline(task, now, worker.settings))
 
 
 # --- finishing ---
@@ -574,12 +591,14 @@ def record_lost_attempts(
     worker_id: str,
     settings: LaterSettings,
     why: str,
+    error_class: type[BaseException] = WorkerLost,
 ) -> list[JobRecord]:
-    """Fails now, as ``WorkerLost``, the attempts of ``started`` whose execution lease
-    ``worker_id`` still holds, instead of leaving them to the lease's lapse.
+    """Fails now, as ``error_class`` (``WorkerLost``: the error a worker claiming them
+    after the lapse records; ``TaskTimeout`` for attempts past their deadline), the
+    attempts of ``started`` whose execution lease ``worker_id`` still holds, instead
+    of leaving them to the lease's lapse.
 
-    The error is the one a worker claiming them after the lapse records
-    (:func:`_worker_lost`, ``why`` its text), written by the finish path: message
+    The error (``why`` its text) is written by the finish path: message
     acknowledged, lease released, a retry or the failure by the retry policy,
     continuations of a failed job moved, partition jobs only under their fence. One
     transaction, opened by renewing the execution leases: that statement is the
@@ -596,7 +615,7 @@ def record_lost_attempts(
     with transaction.atomic(using=stores.using, savepoint=False):
         held = set(stores.executions.lease_renew(namespace, worker_id, job_ids, now))
         outcomes = [
-            Outcome(job, error=_worker_lost(job.record, now, why))
+            Outcome(job, error=_attempt_error(error_class, job.record, now, why))
             for job in started
             if job.record.job_id in held
         ]
@@ -723,8 +742,12 @@ def _policy_or_none(record: JobRecord) -> RetryPolicy | None:
 
 def _worker_lost(record: JobRecord, now: int, why: str) -> JobError:
     """The error recorded for an attempt whose worker stopped holding its lease."""
+    return _attempt_error(WorkerLost, record, now, why)
+
+
+def _attempt_error(kind: type[BaseException], record: JobRecord, now: int, why: str) -> JobError:
     return JobError(
-        exception_class_path=class_path(WorkerLost),
+        exception_class_path=class_path(kind),
         traceback=why,
         at_ms=now,
         attempt=record.attempts,

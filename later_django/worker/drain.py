@@ -41,6 +41,7 @@ def drain(process: ProcessControl, jobs: RunningJobs, loop: JobLoop, hand_back: 
             exit_at_once(process, jobs, loop, hand_back)
         try:
             hand_back.flush()
+            loop.deadlines.check()
             loop.finish_completed()
         except DatabaseError as error:
             process.database_trouble(error, backoff)

@@ -38,6 +38,8 @@ class RunningJobs:
         self._lock = threading.Lock()
         self.in_flight: dict[str, StartedJob] = {}
         self.completed: deque[Outcome] = deque()
+        #: Jobs given up past their deadline: their outcome, if it ever comes, is dropped.
+        self.abandoned: set[str] = set()
         self._writing: set[int] = set()
         self.claimed_total = 0
         self.finished_total = 0
@@ -83,6 +85,25 @@ class RunningJobs:
         for job in started:
             job.cancel.set()
         return flagged
+
+    def abandon_past_deadline(self, now_ms: int) -> list[StartedJob]:
+        """Takes out of flight the jobs whose deadline is at or before ``now_ms`` and
+        whose outcome has not come: from here on their outcome is dropped, their lease
+        is not renewed, and they hold no thread slot. Returns them."""
+        with self._lock:
+            due = [
+                job
+                for job in self.in_flight.values()
+                if job.deadline_ms is not None and job.deadline_ms <= now_ms
+            ]
+            if not due:
+                return []
+            done = {outcome.started.record.job_id for outcome in self.completed}
+            due = [job for job in due if job.record.job_id not in done]
+            for job in due:
+                self.in_flight.pop(job.record.job_id)
+                self.abandoned.add(job.record.job_id)
+            return due
 
     def running_job_ids(self) -> list[str]:
         with self._lock:
@@ -158,6 +179,11 @@ class RunningJobs:
             self._pool.submit(self._run, job)
 
     def _run(self, job: StartedJob) -> None:
-        """On a job thread: runs the job, files its outcome, wakes the main thread."""
-        self.completed.append(run_job(job))
+        """On a job thread: runs the job, files its outcome (dropped for a job given up
+        at its deadline), wakes the main thread."""
+        outcome = run_job(job)
+        with self._lock:
+            if job.record.job_id in self.abandoned:
+                return
+            self.completed.append(outcome)
         self._wake.set()

@@ -29,6 +29,7 @@ from later_django.engine.cancellation import POLL_SECONDS
 from later_django.engine.execution import finish_and_continue, start_batch
 from later_django.worker.cancel_watch import CancelWatch
 from later_django.worker.claim_queues import NOTHING, ClaimQueues
+from later_django.worker.deadlines import Deadlines
 from later_django.worker.handback import HandBack
 from later_django.worker.heads import CLAIM_BATCH, HeadClaims
 from later_django.worker.jobs import RunningJobs
@@ -69,6 +70,7 @@ class JobLoop:
         self._session = SessionSetup(context)
         self._queues = ClaimQueues(context.stores, context.namespace, context.options.queues)
         self._cancels = CancelWatch(context, jobs, heads)
+        self.deadlines = Deadlines(context, jobs, process)
         self._last_claim_was_full = False
         self._queue_empty_at: float | None = None
 
@@ -88,6 +90,7 @@ class JobLoop:
         self._session.prepare()
         self.hand_back.flush()
         self._cancels.poll()
+        self.deadlines.check()
         self.finish_completed()
         if self.jobs.done_with_max_jobs():
             return True

@@ -59,6 +59,12 @@ class Backoff:
         self.failures = 0
 
 
+#: The exit status of a process that asks to be replaced: a job ran past its timeout
+#: and its thread cannot be stopped. The supervisor replaces it at once; a single
+#: ``later_worker`` process starts itself again (``os.execv``).
+EXIT_REPLACE = 3
+
+
 class ProcessControl:
     """The process's bells and stop state; what every actor asks before going on.
 
@@ -78,6 +84,8 @@ class ProcessControl:
         self.stop_threads = threading.Event()
         self.signals_seen = 0
         self.stop_signal: int | None = None
+        #: Why this process must be replaced once drained (a job ran past its timeout).
+        self.replace_reason: str | None = None
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT stop the worker; unblocks them (a supervised child starts
@@ -134,8 +142,22 @@ class ProcessControl:
             return min(self.options.shutdown_timeout, ORPHAN_SHUTDOWN_SECONDS)
         return self.options.shutdown_timeout
 
+    def replace(self, reason: str) -> None:
+        """Stop claiming, drain, and exit to be replaced (:data:`EXIT_REPLACE`)."""
+        if self.replace_reason is None:
+            self.replace_reason = reason
+        self.stopping.ring()
+        self.wake.ring()
+
     def announce_stop(self) -> None:
-        if self.orphaned():
+        if self.replace_reason is not None and self.stop_signal is None:
+            logger.warning(
+                "%s: not claiming, finishing the other running jobs (at most %.0fs), "
+                "then this process is replaced",
+                self.replace_reason,
+                self.shutdown_seconds(),
+            )
+        elif self.orphaned():
             logger.warning(
                 "supervisor %d is gone: finishing running jobs (at most %.0fs), then exiting",
                 self.options.parent_pid,

@@ -42,7 +42,7 @@ from later_django.worker.heartbeat import Heartbeat
 from later_django.worker.jobs import RunningJobs
 from later_django.worker.loop import JobLoop
 from later_django.worker.options import WorkerContext, WorkerOptions
-from later_django.worker.process import ProcessControl
+from later_django.worker.process import EXIT_REPLACE, ProcessControl
 from later_django.worker.scheduler import Scheduler
 from later_django.worker.wakeup import NotificationListener, start_wakeup
 
@@ -78,6 +78,13 @@ class Worker:
     @property
     def stopping(self) -> Bell:
         return self.process.stopping
+
+    @property
+    def has_stuck_threads(self) -> bool:
+        """Some job thread may still run: a job handed back at the shutdown timeout,
+        or one given up at its deadline. The process must end with ``os._exit``
+        (Python joins the job threads at exit, i.e. waits for those jobs)."""
+        return bool(self.jobs.in_flight or self.jobs.abandoned)
 
     @property
     def in_flight(self) -> dict[str, StartedJob]:
@@ -126,7 +133,9 @@ class Worker:
             self._exit(heartbeat, listener)
         logger.info("worker %s stopped after %d jobs", context.worker_id, self.jobs.finished_total)
         # A second signal that came after the drain: the exit it asked for, status 1.
-        return 1 if process.exiting.is_set() else 0
+        if process.exiting.is_set():
+            return 1
+        return EXIT_REPLACE if process.replace_reason is not None else 0
 
     def _heartbeat(self) -> Heartbeat:
         context = self.context

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from django.db import connections
 
 from later_django.worker.bell import Bell
+from later_django.worker.process import EXIT_REPLACE
 
 logger = logging.getLogger("later_django.worker")
 
@@ -110,7 +111,8 @@ class _Slot:
         if burst:
             self.done = True
             return
-        crashed_early = code != 0 and now - self.started_at < STABLE_SECONDS
+        # A process replaced because a job timed out did not crash.
+        crashed_early = code not in (0, EXIT_REPLACE) and now - self.started_at < STABLE_SECONDS
         self.crashes_in_a_row = self.crashes_in_a_row + 1 if crashed_early else 0
         pause = 0.0
         if self.crashes_in_a_row >= 2:
@@ -166,7 +168,9 @@ class _Supervisor:
                 continue
             slot = self.slots[number]
             slot.ended(code, time.monotonic(), self.burst)
-            if not slot.done:
+            if not slot.done and code == EXIT_REPLACE:
+                logger.info("worker process %d asked to be replaced; starting another", pid)
+            elif not slot.done:
                 logger.warning("worker process %d exited with %d; starting another", pid, code)
             elif code != 0:
                 # A burst is one pass over the work: a restarted child could fail the

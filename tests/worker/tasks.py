@@ -92,3 +92,12 @@ def wait_for_cancel(context: TaskContext, path: str, label: str, seconds: float)
         time.sleep(0.02)
     append_line(path, {"label": label, "event": "end"})
     return label
+
+
+@task(timeout=1, retry={"max_retries": 0})
+def sleep_past_timeout(path: str, label: str, seconds: float) -> str:
+    """Like :func:`sleep_and_record`, with a timeout of one second and no retries."""
+    append_line(path, {"label": label, "event": "start"})
+    time.sleep(seconds)
+    append_line(path, {"label": label, "event": "end"})
+    return label

@@ -6,6 +6,9 @@ of the ``LaterBackend`` backends in ``TASKS``, or every queue in the database
 when one of them has ``QUEUES: []``), ``--burst`` (exit when nothing
 is ready), ``--max-jobs N`` (per process), ``--shutdown-timeout S``,
 ``--lease-seconds S`` (how long a silent worker keeps its jobs).
+
+A process whose job ran past its timeout drains and exits with ``EXIT_REPLACE``
+(3): a supervisor starts another at once, and a single process starts itself again.
 """
 
 from __future__ import annotations
@@ -26,8 +29,19 @@ from later_django.management.common import (
     log_to_stderr_unless_configured,
     refuse_missing_tables,
 )
+from later_django.worker.process import EXIT_REPLACE
 from later_django.worker.runner import Worker, WorkerOptions
 from later_django.worker.supervisor import supervise
+
+
+def replace_this_process() -> None:
+    """Starts this command again in this process (``os.execv``: same pid, same
+    arguments): a single worker whose job thread ran past its timeout cannot stop
+    that thread, and has no supervisor to replace it."""
+    command = [sys.executable, *sys.orig_argv[1:]]
+    print("later_django.worker: a job timed out; starting this worker again", file=sys.stderr)
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
 
 
 def default_queues() -> list[str] | None:
@@ -150,12 +164,14 @@ class Command(BaseCommand):
             worker = Worker(dataclasses.replace(worker_options, parent_pid=parent_pid))
             worker.install_signal_handlers()
             code = worker.run()
-            if worker.in_flight:
-                # Jobs still running at the shutdown timeout were handed back; their
-                # threads must not keep the process alive (Python joins the
-                # ThreadPoolExecutor's threads at exit, i.e. until the jobs end).
+            if worker.has_stuck_threads:
+                # Jobs still running at the shutdown timeout were handed back, or given
+                # up at their timeout; their threads must not keep the process alive
+                # (Python joins the ThreadPoolExecutor's threads at exit).
                 sys.stdout.flush()
                 sys.stderr.flush()
+                if code == EXIT_REPLACE and processes == 1 and not options["burst"]:
+                    replace_this_process()
                 os._exit(code)
             return code
 
