@@ -79,6 +79,10 @@ Scenarios (``--scenarios``, default all):
   no-op jobs go to a topic of 16 partitions over 1,000 keys (one committed batch,
   not timed); each partition runs one job at a time, in order, on the worker
   process that leases it -> jobs/s.
+* ``drain_limited`` (later_django only): ``drain`` with
+  ``LATER["QUEUE_LIMITS"] = {"default": {"concurrency": 8}}`` for the workers (at
+  most 8 of the 32 threads run a job at once) -> jobs/s; what a concurrency limit
+  costs the claim (slots taken and given back around every claim and finish).
 
 Workers: later_django ``later_worker --processes 2 --concurrency 16``;
 django-tasks-db two ``db_worker --interval 0.1 --no-startup-delay --no-reload``
@@ -149,12 +153,15 @@ SCENARIOS = [
     "log_consume",
     "partition_drain",
     "enqueue_unique",
+    "drain_limited",
 ]
 #: Opt-in scenarios (not in the default list): ``bloat`` takes a throwaway PostgreSQL
 #: cluster and ``--bloat-minutes`` (10) of steady load (``bench/bloat.py``).
 OPT_IN_SCENARIOS = ["bloat"]
 #: Scenarios of later_django features the peers lack: never run for them (no ratio).
-LATER_ONLY = {"log_append", "log_consume", "partition_drain", "enqueue_unique"}
+LATER_ONLY = {"log_append", "log_consume", "partition_drain", "enqueue_unique", "drain_limited"}
+#: drain_limited: the concurrency limit of the drained queue (``BENCH_QUEUE_LIMITS``).
+LIMITED_CONCURRENCY = 8
 #: Scenarios that run with the system's two workers started and idle (``--enqueue-workers on``).
 ENQUEUE_SCENARIOS = {"enqueue", "enqueue_in_tx", "enqueue_many"}
 #: The figures one drain run reports, in print order (``rss`` only when selected).
@@ -838,6 +845,8 @@ def driver(scenario: str, options: argparse.Namespace) -> None:
         result = run_log_consume(options)
     elif scenario == "partition_drain":
         result = run_partition_drain(options, log_dir)
+    elif scenario == "drain_limited":
+        result = run_drain(system, options, log_dir)
     elif scenario == "enqueue_unique":
         result = run_enqueue_unique(options)
     else:
@@ -892,6 +901,15 @@ def run_scenario(
             **(
                 {"BENCH_TOPICS": json.dumps({PARTITION_TOPIC: {"partitions": PARTITION_COUNT}})}
                 if scenario == "partition_drain"
+                else {}
+            ),
+            **(
+                {
+                    "BENCH_QUEUE_LIMITS": json.dumps(
+                        {"default": {"concurrency": LIMITED_CONCURRENCY}}
+                    )
+                }
+                if scenario == "drain_limited"
                 else {}
             ),
             "PYTHONPATH": os.pathsep.join(
@@ -956,7 +974,7 @@ def figures(
 ) -> list[dict[str, Any]]:
     """The JSON lines of one scenario for one system (before ratios)."""
     base = {"system": system}
-    with_workers = {"drain", "latency", "rss", "partition_drain", *DRAIN_FIGURES}
+    with_workers = {"drain", "latency", "rss", "partition_drain", "drain_limited", *DRAIN_FIGURES}
     if scenario in ENQUEUE_SCENARIOS or scenario == "bare_insert_commit":
         base["enqueue_workers"] = options.enqueue_workers
         if options.enqueue_workers == "on":
@@ -1090,6 +1108,22 @@ def figures(
                 batch=LOG_BATCH,
                 partitions=LOG_PARTITIONS,
                 payload_bytes=LOG_PAYLOAD_BYTES,
+            )
+        ]
+    if scenario == "drain_limited":
+        return [
+            line(
+                "drain_limited",
+                "value",
+                "jobs/s",
+                True,
+                jobs=results[0]["jobs"],
+                concurrency_limit=LIMITED_CONCURRENCY,
+                completed=[result["completed"] for result in results],
+                seconds=[result["seconds"] for result in results],
+                timed_out=any(result["timed_out"] for result in results),
+                failed=sum(result["failed"] for result in results),
+                worker_problems=sum(len(result["worker_problems"]) for result in results),
             )
         ]
     if scenario == "partition_drain":

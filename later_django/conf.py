@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from later_django.core.keys import RESERVED_PREFIX
+from later_django.core.limits import QueueLimit, queue_limits
 from later_django.core.retry import RetryPolicy
 
 DEFAULT_NAMESPACE = "default"
@@ -42,6 +43,7 @@ KNOWN_KEYS = (
     "MAINTENANCE_MODULES",
     "RECURRING",
     "TIMEOUT",
+    "QUEUE_LIMITS",
 )
 
 
@@ -60,6 +62,8 @@ class LaterSettings:
     #: Seconds a job may run before it is recorded failed by ``TaskTimeout`` (None: no
     #: limit); a task's own ``timeout`` option wins.
     timeout_seconds: float | None = None
+    #: queue name -> its limits across the namespace (``LATER["QUEUE_LIMITS"]``).
+    queue_limits: dict[str, QueueLimit] = field(default_factory=dict)
     #: topic name → fixed partition count (``LATER["TOPICS"]``).
     topics: dict[str, int] = field(default_factory=dict)
     #: modules that register maintenance passes (``LATER["MAINTENANCE_MODULES"]``).
@@ -234,6 +238,14 @@ def _timeout_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     return [] if problem is None else [("later_django.E013", f"{problem}.")]
 
 
+def _queue_limits_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    try:
+        queue_limits(raw.get("QUEUE_LIMITS"))
+    except ValueError as error:
+        return [("later_django.E014", f"{error}.")]
+    return []
+
+
 def _retry_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     try:
         RetryPolicy.from_mapping(raw.get("RETRY", {}), "LATER['RETRY']")
@@ -253,6 +265,7 @@ _RULES: tuple[SettingRule, ...] = (
     _maintenance_modules_problems,
     _retry_problems,
     _timeout_problems,
+    _queue_limits_problems,
 )
 #: Rules of keys whose validation lives above conf (``RECURRING``: the engine's,
 #: check E009), added by :mod:`later_django.checks` when it is imported (the app's
@@ -300,6 +313,7 @@ def later_settings() -> LaterSettings:
         topics={name: options["partitions"] for name, options in raw.get("TOPICS", {}).items()},
         maintenance_modules=tuple(raw.get("MAINTENANCE_MODULES", ())),
         timeout_seconds=raw.get("TIMEOUT"),
+        queue_limits=queue_limits(raw.get("QUEUE_LIMITS")),
     )
     # Keyed on the settings object itself: override_settings installs a new one.
     _cache = (raw, resolved)

@@ -37,6 +37,7 @@ def test_default_settings_pass_every_check() -> None:
         ({"WORKER_SYNCHRONOUS_COMMIT": "yes"}, "later_django.E007", "WORKER_SYNCHRONOUS_COMMIT"),
         ({"TIMEOUT": 0}, "later_django.E013", "LATER['TIMEOUT'] must be None or a positive"),
         ({"TIMEOUT": "30s"}, "later_django.E013", "got '30s'"),
+        ({"QUEUE_LIMITS": {"emails": {"rate": "fast"}}}, "later_django.E014", "'fast'"),
     ],
 )
 def test_an_invalid_setting_is_reported_with_its_id_and_key(later, check_id, named) -> None:
@@ -95,6 +96,7 @@ def test_every_known_key_is_accepted(db_alias: str) -> None:
         "MAINTENANCE_MODULES": [],
         "RECURRING": {},
         "TIMEOUT": 30,
+        "QUEUE_LIMITS": {"emails": {"concurrency": 2, "rate": "10/1s"}},
     }
     assert sorted(later) == sorted(KNOWN_KEYS)
     with override_settings(LATER=later):

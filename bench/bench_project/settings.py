@@ -12,8 +12,9 @@ Read from the environment (``bench.py`` sets them for its drivers and workers):
   ``transaction.atomic()`` is part of that transaction).
 * ``BENCH_DATABASE_URL``: ``sqlite:////abs/path.sqlite3`` or
   ``postgres://root@127.0.0.1:5432/bench_later`` (dj-database-url form).
-* ``BENCH_TOPICS``, ``BENCH_RETENTION`` (optional, JSON): ``LATER["TOPICS"]`` for
-  ``partition_drain``, ``LATER["RETENTION"]`` for ``bloat.py`` (finished records
+* ``BENCH_TOPICS``, ``BENCH_QUEUE_LIMITS``, ``BENCH_RETENTION`` (optional, JSON):
+  ``LATER["TOPICS"]`` for ``partition_drain``, ``LATER["QUEUE_LIMITS"]`` for
+  ``drain_limited``, ``LATER["RETENTION"]`` for ``bloat.py`` (finished records
   kept briefly, so the sweep deletes them during the run).
 
 SQLite gets the options later_django recommends and its tests use (WAL,
@@ -59,6 +60,10 @@ if SYSTEM == "later_django":
         import json
 
         LATER["TOPICS"] = json.loads(os.environ["BENCH_TOPICS"])
+    if os.environ.get("BENCH_QUEUE_LIMITS"):  # drain_limited: the limits, as JSON
+        import json
+
+        LATER["QUEUE_LIMITS"] = json.loads(os.environ["BENCH_QUEUE_LIMITS"])
     if os.environ.get("BENCH_RETENTION"):  # bloat: finished records kept briefly, as JSON
         import json
 

@@ -15,7 +15,10 @@ equals time order and a schedule is read with one half-open key range.
 * ``<ns>-paused-<queue>``: a paused queue (its value: when and by whom);
 * ``<ns>-unique-<task path>:<key>``: the job holding a unique key (its id);
 * ``<ns>-cancel-<id>``: a request to cancel a job that a worker must carry out
-  (its value: the job's topic partition, when it has one).
+  (its value: the job's topic partition, when it has one);
+* ``<ns>-slot-<queue>-<n>``: one of a limited queue's running slots (a fenced lease:
+  the holder in the value, the lease's end as expiry, the epoch as counter);
+* ``<ns>-rate-<queue>``: the start times within a rate-limited queue's window.
 
 Names that start with :data:`RESERVED_PREFIX` (queues, topics) are the
 library's own.
@@ -118,6 +121,14 @@ def cancel_request_bounds(namespace: str) -> tuple[str, str]:
 
 def job_id_of_cancel_request_key(namespace: str, key: str) -> str:
     return key[len(f"{namespace}-cancel-") :]
+
+
+def queue_slot_key(namespace: str, queue_name: str, number: int) -> str:
+    return f"{namespace}-slot-{queue_name}-{number:05d}"
+
+
+def queue_rate_key(namespace: str, queue_name: str) -> str:
+    return f"{namespace}-rate-{queue_name}"
 
 
 def is_reserved(name: str) -> bool:

@@ -1,4 +1,6 @@
-"""Which queues a worker's claim asks for: its own, less the paused ones.
+"""Which queues a worker's plain claim asks for: its own, less the paused ones and
+the limited ones (``LATER["QUEUE_LIMITS"]``, claimed by :mod:`~later_django.worker.
+limited_claims`).
 
 The paused set (:mod:`later_django.engine.queue_pause`) is read again when it is
 older than ``REFRESH_SECONDS`` at the moment the loop claims, so no claim uses
@@ -9,7 +11,7 @@ while nothing is paused. While something is, it claims from the queues the
 namespace has messages in (the ``later_queue_depth`` rows, read with the paused
 set) less the paused ones: a queue first used meanwhile is claimed from at the
 next refresh. This keeps the claim itself the same statement whether queues
-are paused or not.
+are paused or not. Limited queues are left out the same way, always.
 """
 
 from __future__ import annotations
@@ -38,11 +40,13 @@ class ClaimQueues:
         queues: Sequence[str] | None,
         *,
         refresh_seconds: float = REFRESH_SECONDS,
+        limited: frozenset[str] = frozenset(),
     ) -> None:
         self.stores = stores
         self.namespace = namespace
         self.queues = None if queues is None else tuple(queues)
         self.refresh_seconds = refresh_seconds
+        self.limited = limited
         self.paused: frozenset[str] = frozenset()
         self._names: tuple[str, ...] | None = self.queues
         self._read_at: float | None = None
@@ -61,13 +65,14 @@ class ClaimQueues:
         if paused != self.paused:
             self._log_change(self.paused, paused)
             self.paused = paused
-        if not paused:
+        skipped = paused | self.limited
+        if not skipped:
             self._names = self.queues
         elif self.queues is not None:
-            self._names = tuple(name for name in self.queues if name not in paused)
+            self._names = tuple(name for name in self.queues if name not in skipped)
         else:
             known = (name for name, _ in self.stores.dashboard.queue_depths(self.namespace))
-            self._names = tuple(name for name in known if name not in paused)
+            self._names = tuple(name for name in known if name not in skipped)
 
     def _log_change(self, before: frozenset[str], after: frozenset[str]) -> None:
         mine = (lambda name: True) if self.queues is None else self.queues.__contains__

@@ -38,6 +38,7 @@ class Heartbeat(threading.Thread):
         held: Callable[[], tuple[list[int], list[str]]],
         finishing: Callable[[], set[int]],
         stop: threading.Event,
+        renew_also: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(name="later-heartbeat", daemon=True)
         self.stores = stores
@@ -47,6 +48,8 @@ class Heartbeat(threading.Thread):
         self.held = held
         self.finishing = finishing
         self.stop = stop
+        #: Further leases renewed at each beat (the limited queues' slots).
+        self.renew_also = renew_also
 
     def beat(self) -> None:
         """One renewal of everything held, and the worker row."""
@@ -72,6 +75,8 @@ class Heartbeat(threading.Thread):
             executions.lease_renew(
                 self.namespace, self.worker.worker_id, job_ids, now + self.lease_ms
             )
+        if self.renew_also is not None:
+            self.renew_also()
         self.worker = WorkerRow(
             **{**self.worker.__dict__, "busy": len(job_ids), "heartbeat_at_ms": now}
         )

@@ -33,6 +33,7 @@ from later_django.worker.deadlines import Deadlines
 from later_django.worker.handback import HandBack
 from later_django.worker.heads import CLAIM_BATCH, HeadClaims
 from later_django.worker.jobs import RunningJobs
+from later_django.worker.limited_claims import LimitedClaims
 from later_django.worker.options import WorkerContext
 from later_django.worker.process import Backoff, ProcessControl
 from later_django.worker.scheduler import Scheduler
@@ -59,6 +60,7 @@ class JobLoop:
         scheduler: Scheduler,
         hand_back: HandBack,
         watch: ChangeWatch | None,
+        limited: LimitedClaims | None = None,
     ) -> None:
         self.context = context
         self.process = process
@@ -68,7 +70,13 @@ class JobLoop:
         self.hand_back = hand_back
         self._watch = watch
         self._session = SessionSetup(context)
-        self._queues = ClaimQueues(context.stores, context.namespace, context.options.queues)
+        self.limited = limited or LimitedClaims(context, jobs, hand_back)
+        self._queues = ClaimQueues(
+            context.stores,
+            context.namespace,
+            context.options.queues,
+            limited=frozenset(self.limited.queues),
+        )
         self._cancels = CancelWatch(context, jobs, heads)
         self.deadlines = Deadlines(context, jobs, process)
         self._last_claim_was_full = False
@@ -129,8 +137,16 @@ class JobLoop:
         return claimed + self.heads.claim(self._cancels.requests)
 
     def _claim_queue(self) -> int:
-        """Claims ready messages and starts their jobs; a failed start hands the
-        messages back (:class:`HandBack`) and raises."""
+        """Claims ready messages and starts their jobs: of the plain queues, then of
+        the limited ones (:class:`LimitedClaims`); a failed start hands the messages
+        back (:class:`HandBack`) and raises."""
+        claimed = self._claim_plain()
+        if self.limited.queues and self.jobs.free_slots() > 0:
+            self._queues.current()  # the paused set, fresh
+            claimed += self.limited.claim(self._queues.paused, self._cancels.requests)
+        return claimed
+
+    def _claim_plain(self) -> int:
         free = self.jobs.free_slots()
         if free <= 0:
             return 0
@@ -207,6 +223,7 @@ class JobLoop:
             raise
         self.heads.after_finish(outcomes, started, slots)
         self.jobs.written(outcomes, started)
+        self.limited.finished(outcomes)
         for outcome, record in zip(outcomes, records, strict=True):
             if record.stage != stages.RUNNING:  # still running: a fenced, stale outcome
                 announce_finished(outcome, record)
@@ -218,6 +235,9 @@ class JobLoop:
         if context.stores.partitions.runnable_head_exists(context.namespace, now_ms()):
             return False
         queue_names = self._queues.current()
+        if queue_names is not None:
+            paused = self._queues.paused
+            queue_names = (*queue_names, *(q for q in self.limited.queues if q not in paused))
         return queue_names == NOTHING or not context.stores.queue.has_ready(
             context.namespace, queue_names
         )

@@ -40,6 +40,7 @@ from later_django.worker.handback import HandBack
 from later_django.worker.heads import HeadClaims
 from later_django.worker.heartbeat import Heartbeat
 from later_django.worker.jobs import RunningJobs
+from later_django.worker.limited_claims import LimitedClaims
 from later_django.worker.loop import JobLoop
 from later_django.worker.options import WorkerContext, WorkerOptions
 from later_django.worker.process import EXIT_REPLACE, ProcessControl
@@ -66,6 +67,7 @@ class Worker:
         self.heads = HeadClaims(self.context, self.jobs)
         self.scheduler = Scheduler(self.context, self.process.wake)
         self.hand_back = HandBack(self.context)
+        self.limited = LimitedClaims(self.context, self.jobs, self.hand_back)
 
     @property
     def worker_id(self) -> str:
@@ -124,6 +126,7 @@ class Worker:
             scheduler=self.scheduler,
             hand_back=self.hand_back,
             watch=watch,
+            limited=self.limited,
         )
         try:
             loop.run()
@@ -157,6 +160,7 @@ class Worker:
             held=self.jobs.held,
             finishing=self.jobs.finishing,
             stop=self.process.stop_threads,
+            renew_also=self.limited.renew if self.limited.queues else None,
         )
 
     def _exit(self, heartbeat: Heartbeat, listener: NotificationListener | None) -> None:
@@ -169,6 +173,10 @@ class Worker:
         except DatabaseError:
             logger.warning("could not release partition leases; they will lapse")
         self.jobs.shutdown()
+        try:
+            self.limited.release_all()
+        except DatabaseError:
+            logger.warning("could not give back the queue slots; they will lapse")
         try:
             self.scheduler.flush_metrics()
         except DatabaseError:
