@@ -32,6 +32,7 @@ urlpatterns = [
     path("job/<str:job_id>/retry/", _staff(views.retry_job), name="job_retry"),
     path("job/<str:job_id>/run-now/", _staff(views.run_job_now), name="job_run_now"),
     path("job/<str:job_id>/delete/", _staff(views.delete_job), name="job_delete"),
+    path("job/<str:job_id>/cancel/", _staff(views.cancel_job), name="job_cancel"),
     path(
         "partitions/<str:topic>/<int:partition_id>/",
         _staff(views.partition_list),

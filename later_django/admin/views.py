@@ -17,7 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from later_django.admin.jobs import (
     check_stage,
@@ -26,6 +26,7 @@ from later_django.admin.jobs import (
     stage_page,
 )
 from later_django.admin.panels import dashboard_context
+from later_django.core import stages
 from later_django.engine import job_actions as actions
 from later_django.exceptions import ActionRefused, TablesMissing
 from later_django.overview import STAGES, resolve_target
@@ -117,7 +118,13 @@ def job_detail(request: HttpRequest, job_id: str) -> TemplateResponse:
     detail = read_job(using, namespace, job_id)
     if detail is None:
         raise Http404(f"job {job_id} does not exist (deleted, or its record expired)")
-    return _page(request, "later_django/job_detail.html", f"Job {job_id}", job=detail)
+    return _page(
+        request,
+        "later_django/job_detail.html",
+        f"Job {job_id}",
+        job=detail,
+        live_stages=stages.LIVE_STAGES,
+    )
 
 
 def _action(
@@ -140,6 +147,36 @@ def _action(
         return HttpResponseRedirect(after(job_id))
 
     return view
+
+
+#: What the Cancel button says it did, by what :func:`job_actions.cancel_job` returned.
+_CANCELLED_MESSAGES = {
+    actions.CANCELLED: "Job {job_id} was cancelled; it will not run.",
+    actions.REQUESTED: "Job {job_id} was asked to stop; it is recorded cancelled when it ends.",
+    actions.FINISHED: "Job {job_id} had already finished; nothing changed.",
+    actions.MISSING: "Job {job_id} does not exist any more; nothing changed.",
+}
+
+
+@require_http_methods(["GET", "POST"])
+def cancel_job(request: HttpRequest, job_id: str) -> HttpResponse:
+    """GET: a confirmation page naming the job and what a cancel will do; POST (CSRF):
+    the cancel. Both need the manage permission."""
+    if not request.user.has_perm(MANAGE_PERMISSION):
+        raise PermissionDenied(f"changing jobs needs the permission {MANAGE_PERMISSION}")
+    using, namespace = resolve_target(None, None)
+    if request.method == "POST":
+        try:
+            done = actions.cancel_job(using, namespace, job_id)
+        except ActionRefused as refused:
+            messages.error(request, str(refused))
+        else:
+            messages.success(request, _CANCELLED_MESSAGES[done].format(job_id=job_id))
+        return HttpResponseRedirect(_detail_url(job_id))
+    detail = read_job(using, namespace, job_id)
+    if detail is None:
+        raise Http404(f"job {job_id} does not exist (deleted, or its record expired)")
+    return _page(request, "later_django/job_cancel.html", f"Cancel job {job_id}", job=detail)
 
 
 def _detail_url(job_id: str) -> str:
