@@ -267,6 +267,7 @@ CANCELLED = job_actions.CANCELLED
 REQUESTED = job_actions.REQUESTED
 FINISHED = job_actions.FINISHED
 MISSING = job_actions.MISSING
+UNREADABLE = job_actions.UNREADABLE
 
 
 def cancel(job_id: str) -> str:
@@ -280,7 +281,8 @@ def cancel(job_id: str) -> str:
       raises ``JobCancelled`` inside the task), and the job is recorded
       ``cancelled`` when its task returns, whatever it returns.
     * ``"finished"``: it had finished already; nothing changed. ``"missing"``: no
-      such job (deleted, or past its retention).
+      such job (deleted, or past its retention). ``"unreadable"``: its stored record
+      cannot be decoded (the worker that meets it writes it failed).
 
     A cancelled job's ``get_result()`` is ``FAILED`` with a ``JobCancelled`` error
     (django.tasks has no cancelled status). Its ``on="success"`` continuations fail

@@ -155,6 +155,7 @@ _CANCELLED_MESSAGES = {
     actions.REQUESTED: "Job {job_id} was asked to stop; it is recorded cancelled when it ends.",
     actions.FINISHED: "Job {job_id} had already finished; nothing changed.",
     actions.MISSING: "Job {job_id} does not exist any more; nothing changed.",
+    actions.UNREADABLE: "Job {job_id} has a record that cannot be decoded; nothing changed.",
 }
 
 

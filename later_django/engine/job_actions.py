@@ -67,6 +67,7 @@ CANCELLED = "cancelled"  # written cancelled: it will never start (again)
 REQUESTED = "requested"  # a worker may hold it: asked to stop, recorded cancelled
 FINISHED = "finished"  # it had finished already: nothing changed
 MISSING = "missing"  # no such job (deleted, or its record expired)
+UNREADABLE = "unreadable"  # its record cannot be decoded: the worker that meets it fails it
 #: The reason a cancel by an operator records.
 CANCEL_REASON = "cancelled by an operator"
 
@@ -241,7 +242,8 @@ def cancel_job(using: str, namespace: str, job_id: str) -> str:
       :data:`~later_django.engine.cancellation.POLL_SECONDS` the worker holding it
       sets ``context.cancelled``, and the job is recorded ``cancelled`` whatever its
       task then returns (see :mod:`later_django.engine.cancellation`).
-    * :data:`FINISHED` (nothing changed) or :data:`MISSING`.
+    * :data:`FINISHED` (nothing changed), :data:`MISSING`, or :data:`UNREADABLE` (its
+      stored record cannot be decoded; the worker that meets it writes it failed).
     """
     return cancel_many(using, namespace, [job_id])[job_id]
 
@@ -267,10 +269,9 @@ def cancel_many(using: str, namespace: str, job_ids: Sequence[str]) -> dict[str,
                     continue
                 try:
                     record = decode_record(raw)
-                except RecordDecodeError as error:
-                    raise ActionRefused(
-                        f"job {job_id} has a record that cannot be decoded: {error}"
-                    ) from None
+                except RecordDecodeError:
+                    done[job_id] = UNREADABLE
+                    continue
                 try:
                     done[job_id] = _cancel(writes, record, stores, now)
                 except ActionRefused:

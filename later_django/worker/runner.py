@@ -138,7 +138,10 @@ class Worker:
         # A second signal that came after the drain: the exit it asked for, status 1.
         if process.exiting.is_set():
             return 1
-        return EXIT_REPLACE if process.replace_reason is not None else 0
+        # Replaced only when a timeout, not a stop signal, ended the loop.
+        if process.replace_reason is not None and process.stop_signal is None:
+            return EXIT_REPLACE
+        return 0
 
     def _heartbeat(self) -> Heartbeat:
         context = self.context

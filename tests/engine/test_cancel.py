@@ -229,3 +229,10 @@ def test_later_jobs_cancel_takes_a_stage(engine_db: str, tmp_path: Path) -> None
 def test_cancel_jobs_refuses_a_finished_stage(engine_db: str) -> None:
     with pytest.raises(ValueError, match="cannot be cancelled"):
         api.cancel_jobs("success")
+
+
+def test_a_record_that_cannot_be_decoded_is_reported_not_cancelled(engine_db: str) -> None:
+    job = tasks.add.enqueue(1, 1)
+    other = tasks.add.enqueue(2, 2)
+    stores_for(engine_db).kv.set(f"default-job-{job.id}", b"\xc1 not msgpack")
+    assert api.cancel_many([job.id, other.id]) == {job.id: "unreadable", other.id: "cancelled"}

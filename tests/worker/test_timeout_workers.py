@@ -6,6 +6,7 @@ supervisor), which ends the stuck code; the new process runs new jobs."""
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
@@ -113,3 +114,21 @@ def test_a_supervised_worker_is_replaced_after_a_timeout(
     after = tasks.record.enqueue(str(lines), "after")
     wait_for(lambda: result(after).is_finished, 20, "a job after the replacement", workers)
     assert result(after).status == TaskResultStatus.SUCCESSFUL
+
+
+def test_a_timeout_during_a_stop_is_recorded_and_the_worker_still_exits(
+    alias: str, workers: Workers, lines: Path
+) -> None:
+    """SIGTERM first, then the deadline passes while the worker drains: the job is
+    recorded failed by ``TaskTimeout``, and the worker exits 0 rather than starting
+    itself again (the stop was asked for)."""
+    worker = workers.start(alias, "--concurrency", "2", "--shutdown-timeout", "10")
+    wait_for(lambda: row_of(alias, worker.pid), START_SECONDS, "worker row", workers)
+    stuck = tasks.sleep_past_timeout.enqueue(str(lines), "stuck", STUCK_SECONDS)
+    wait_for(lambda: events(lines, "stuck", "start"), 20, "the stuck job started", workers)
+    worker.send(signal.SIGTERM)
+    assert worker.wait_exit(8) == 0, worker.describe()
+    found = result(stuck)
+    assert found.status == TaskResultStatus.FAILED
+    assert [e.exception_class_path for e in found.errors] == [class_path(TaskTimeout)]
+    assert "starting this worker again" not in worker.log()
