@@ -5,7 +5,8 @@ shorter grace): until then it hands back unstarted messages and writes each
 outcome as it completes. What completed by the deadline is written (retried
 through database errors); the messages of jobs still running are handed back
 and their leases lapsed (:meth:`~later_django.worker.handback.HandBack.still_running`).
-No job starts: the finish starts no next heads once stopping.
+No job starts: the finish starts no next heads once stopping. Cancel requests still
+reach the running jobs, and their deadlines are still watched.
 
 A second stop signal ends the drain at its next turn (:func:`exit_at_once`): the
 main thread is then between two of its own statements, so the hand-back, on the
@@ -41,6 +42,7 @@ def drain(process: ProcessControl, jobs: RunningJobs, loop: JobLoop, hand_back: 
             exit_at_once(process, jobs, loop, hand_back)
         try:
             hand_back.flush()
+            loop.cancels.poll()
             loop.deadlines.check()
             loop.finish_completed()
         except DatabaseError as error:

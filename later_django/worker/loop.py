@@ -77,7 +77,7 @@ class JobLoop:
             context.options.queues,
             limited=frozenset(self.limited.queues),
         )
-        self._cancels = CancelWatch(context, jobs, heads)
+        self.cancels = CancelWatch(context, jobs, heads)
         self.deadlines = Deadlines(context, jobs, process)
         self._last_claim_was_full = False
         self._queue_empty_at: float | None = None
@@ -97,7 +97,7 @@ class JobLoop:
         """One turn; returns whether the loop is done (max jobs, or the burst is over)."""
         self._session.prepare()
         self.hand_back.flush()
-        self._cancels.poll()
+        self.cancels.poll()
         self.deadlines.check()
         self.finish_completed()
         if self.jobs.done_with_max_jobs():
@@ -134,7 +134,7 @@ class JobLoop:
         else:
             claimed = self._claim_queue()
             self._queue_empty_at = now if claimed == 0 else None
-        return claimed + self.heads.claim(self._cancels.requests)
+        return claimed + self.heads.claim(self.cancels.requests)
 
     def _claim_queue(self) -> int:
         """Claims ready messages and starts their jobs: of the plain queues, then of
@@ -143,7 +143,7 @@ class JobLoop:
         claimed = self._claim_plain()
         if self.limited.queues and self.jobs.free_slots() > 0:
             self._queues.current()  # the paused set, fresh
-            claimed += self.limited.claim(self._queues.paused, self._cancels.requests)
+            claimed += self.limited.claim(self._queues.paused, self.cancels.requests)
         return claimed
 
     def _claim_plain(self) -> int:
@@ -186,7 +186,7 @@ class JobLoop:
                 worker_id=context.worker_id,
                 lease_ms=context.lease_ms,
                 settings=context.settings,
-                cancels=self._cancels.requests,
+                cancels=self.cancels.requests,
             )
         except DatabaseError:
             self.hand_back.unstarted([message.sequence for message in messages])
@@ -216,7 +216,7 @@ class JobLoop:
                 settings=context.settings,
                 lease_ms=context.lease_ms,
                 slots=max(0, slots),
-                cancels=self._cancels.requests,
+                cancels=self.cancels.requests,
             )
         except BaseException:
             self.jobs.write_failed()
