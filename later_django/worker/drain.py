@@ -40,6 +40,7 @@ def drain(process: ProcessControl, jobs: RunningJobs, loop: JobLoop, hand_back: 
     while (jobs.in_flight or hand_back.pending) and time.monotonic() < deadline:
         if process.exiting.is_set():
             exit_at_once(process, jobs, loop, hand_back)
+        process.alive()
         try:
             hand_back.flush()
             loop.cancels.poll()

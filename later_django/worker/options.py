@@ -34,6 +34,8 @@ class WorkerOptions:
     #: A supervised child's supervisor: once it is gone (``os.getppid()`` changes),
     #: the child stops, with at most ORPHAN_SHUTDOWN_SECONDS of grace.
     parent_pid: int | None = None
+    #: ``--health-file``: the liveness file (``worker.health_file``), or None.
+    health_file: str | None = None
 
     @property
     def shown_queues(self) -> list[str]:

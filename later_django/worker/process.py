@@ -31,6 +31,7 @@ from django.db import Error as DatabaseError
 from django.db import connections
 
 from later_django.worker.bell import Bell
+from later_django.worker.health_file import HealthFile, child_path
 from later_django.worker.options import WorkerOptions
 
 logger = logging.getLogger("later_django.worker")
@@ -65,6 +66,15 @@ class Backoff:
 EXIT_REPLACE = 3
 
 
+def _health_file(options: WorkerOptions) -> HealthFile | None:
+    """This process's health file: ``--health-file``, or a supervised child's own."""
+    if options.health_file is None:
+        return None
+    if options.parent_pid is None:
+        return HealthFile(options.health_file)
+    return HealthFile(child_path(options.health_file, os.getpid()))
+
+
 class ProcessControl:
     """The process's bells and stop state; what every actor asks before going on.
 
@@ -86,6 +96,7 @@ class ProcessControl:
         self.stop_signal: int | None = None
         #: Why this process must be replaced once drained (a job ran past its timeout).
         self.replace_reason: str | None = None
+        self.health = _health_file(options)
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT stop the worker; unblocks them (a supervised child starts
@@ -142,6 +153,11 @@ class ProcessControl:
             return min(self.options.shutdown_timeout, ORPHAN_SHUTDOWN_SECONDS)
         return self.options.shutdown_timeout
 
+    def alive(self) -> None:
+        """The loop is turning: touches the health file (``--health-file``), if any."""
+        if self.health is not None:
+            self.health.touch()
+
     def replace(self, reason: str) -> None:
         """Stop claiming, drain, and exit to be replaced (:data:`EXIT_REPLACE`)."""
         if self.replace_reason is None:
@@ -186,6 +202,8 @@ class ProcessControl:
         (cut short by a stop signal)."""
         delay = backoff.next()
         logger.warning("database error (%s); retrying in %.2fs", error, delay)
+        # Alive, if the database is not: a liveness probe must not restart the fleet.
+        self.alive()
         with contextlib.suppress(Exception):
             connections[self.using].close()
         # Once stopping, that bell is rung and would not wait: the second signal's

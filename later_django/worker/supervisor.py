@@ -34,10 +34,13 @@ from dataclasses import dataclass, field
 from django.db import connections
 
 from later_django.worker.bell import Bell
+from later_django.worker.health_file import SupervisorHealth
 from later_django.worker.process import EXIT_REPLACE
 
 logger = logging.getLogger("later_django.worker")
 
+#: How often the supervisor looks at its children's health files (``--health-file``).
+HEALTH_CHECK_SECONDS = 1.0
 #: A child that ran at least this long before crashing is replaced at once.
 STABLE_SECONDS = 5.0
 FIRST_RESTART_PAUSE_SECONDS = 1.0
@@ -133,6 +136,8 @@ class _Supervisor:
     slots: list[_Slot] = field(default_factory=list)
     signals_seen: int = 0
     exit_code: int = 0
+    #: ``--health-file``: touched while every child touches its own.
+    health: SupervisorHealth | None = None
 
     def on_signal(self, signum: int, frame: object) -> None:
         """Signal handler: forwards SIGTERM to every child and rings; takes no lock."""
@@ -147,7 +152,10 @@ class _Supervisor:
         slot.restart_at = None
         slot.started_at = time.monotonic()
         with stop_signals_blocked():
-            self.children[_fork_child(self.run_child, self.bell)] = number
+            pid = _fork_child(self.run_child, self.bell)
+            self.children[pid] = number
+        if self.health is not None:
+            self.health.child_started(pid)
 
     def reap(self) -> None:
         """Collects every child that has exited, without blocking."""
@@ -162,6 +170,8 @@ class _Supervisor:
             number = self.children.pop(pid, None)
             if number is None:
                 continue
+            if self.health is not None:
+                self.health.child_gone(pid)
             code = os.waitstatus_to_exitcode(status)
             if self.signals_seen:
                 self.exit_code = self.exit_code or (0 if code == 0 else 1)
@@ -213,11 +223,22 @@ class _Supervisor:
             pause = self.restart_due()
             if not self.children and pause is None:
                 return self.exit_code
+            if self.health is not None:
+                self.health.check(list(self.children))
+                pause = HEALTH_CHECK_SECONDS if pause is None else min(pause, HEALTH_CHECK_SECONDS)
             self.bell.wait(pause)
 
 
-def supervise(processes: int, run_child: Callable[[int], int], *, burst: bool = False) -> int:
+def supervise(
+    processes: int,
+    run_child: Callable[[int], int],
+    *,
+    burst: bool = False,
+    health_file: str | None = None,
+) -> int:
     """Keeps ``processes`` children running ``run_child(supervisor_pid)`` until a
     signal stops them (or, with ``burst``, until each has exited); the exit code:
-    0, or 1 when a child failed after a stop or during a burst."""
-    return _Supervisor(processes, run_child, burst).run()
+    0, or 1 when a child failed after a stop or during a burst. With ``health_file``
+    it touches that file while every child touches its own (``worker.health_file``)."""
+    health = None if health_file is None else SupervisorHealth(health_file)
+    return _Supervisor(processes, run_child, burst, health=health).run()

@@ -13,6 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from later_django.core.clock import now_ms
+from later_django.management.commands.later_status import EXIT_READY_TOO_OLD, EXIT_TOO_FEW_WORKERS
 from later_django.overview import STAGES, read_overview
 from later_django.storage.stores import stores_for
 from later_django.storage.types import WorkerRow
@@ -83,8 +84,18 @@ def test_check_fails_without_a_live_worker(later_db: str) -> None:
     beat(later_db, at_ms=now_ms() - 10 * 60_000)  # a dead worker's stale row
     with pytest.raises(CommandError) as failed:
         status("--check")
-    assert failed.value.returncode == 1
+    assert failed.value.returncode == EXIT_TOO_FEW_WORKERS == 3
     assert "no live worker" in str(failed.value)
+
+
+def test_check_counts_live_workers_against_min_workers(later_db: str) -> None:
+    beat(later_db)
+    assert "check: healthy" in status("--check", "--min-workers", "1")
+    with pytest.raises(CommandError) as failed:
+        status("--check", "--min-workers", "2")
+    assert failed.value.returncode == 3
+    assert "fewer than 2 live workers" in str(failed.value)
+    assert "1 sent a heartbeat" in str(failed.value)
 
 
 def test_check_passes_with_a_live_worker_and_an_empty_queue(later_db: str) -> None:
@@ -104,8 +115,14 @@ def test_check_fails_when_the_oldest_ready_job_is_older_than_max_age(later_db: s
     assert "check: healthy" in status("--check", "--max-age", "60")
     with pytest.raises(CommandError) as failed:
         status("--check", "--max-age", "0.001")
-    assert failed.value.returncode == 1
+    assert failed.value.returncode == EXIT_READY_TOO_OLD == 4
     assert "oldest ready job has waited" in str(failed.value)
+    with pytest.raises(CommandError) as both:
+        status("--check", "--max-oldest-ready-age", "0.001", "--min-workers", "5")
+    # Both named; the status is the first's.
+    assert both.value.returncode == 3
+    assert "fewer than 5 live workers" in str(both.value)
+    assert "--max-oldest-ready-age 0.001 s" in str(both.value)
 
 
 def test_check_exits_non_zero_from_the_shell(sqlite_alias: str) -> None:
@@ -125,7 +142,7 @@ def test_check_exits_non_zero_from_the_shell(sqlite_alias: str) -> None:
         text=True,
         timeout=120,
     )
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 3, done.stderr
     assert "no live worker" in done.stderr
 
 

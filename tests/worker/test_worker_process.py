@@ -132,10 +132,12 @@ class Workers:
         module: str = "django later_worker",
         database_options: dict[str, Any] | None = None,
         environment: dict[str, str] | None = None,
+        database: dict[str, Any] | None = None,
     ) -> WorkerProcess:
-        """``python -m <module> <options>`` (by default ``later_worker``) on ``alias``;
+        """``python -m <module> <options>`` (by default ``later_worker``) on ``alias``
+        (or on the connection settings ``database``, a server of the test's own);
         ``database_options`` are merged into the alias's ``OPTIONS``."""
-        database = database_settings(alias)
+        database = dict(database) if database is not None else database_settings(alias)
         database["OPTIONS"] = {**database.get("OPTIONS", {}), **(database_options or {})}
         env = {
             **os.environ,

@@ -2,9 +2,17 @@
 
 The figures are :func:`later_django.overview.read_overview`'s, the same as the
 dashboard's. ``--json`` prints them as one JSON object. ``--check`` makes the
-command a health check (for a container's ``HEALTHCHECK``): it exits 1 when no
-worker has sent a heartbeat within the last minute, or when the oldest ready
-message of a job queue has waited longer than ``--max-age`` seconds.
+command a readiness check (a container's ``HEALTHCHECK``, a Kubernetes readiness
+probe): each failed threshold is named on stderr, and the exit status says which
+failed first:
+
+* 3 (:data:`EXIT_TOO_FEW_WORKERS`): fewer than ``--min-workers`` (1) workers sent a
+  heartbeat within the last minute;
+* 4 (:data:`EXIT_READY_TOO_OLD`): the oldest ready message of a queue that is not
+  paused has waited longer than ``--max-oldest-ready-age`` seconds (300; ``--max-age``
+  is its older name).
+
+Liveness that needs no database is ``later_worker --health-file``.
 """
 
 from __future__ import annotations
@@ -31,21 +39,34 @@ from later_django.overview import (
 from later_django.storage.tables import naming_missing_tables
 
 DEFAULT_MAX_AGE_SECONDS = 300.0
+#: ``--check``'s exit status per failed threshold (the first one that failed).
+EXIT_TOO_FEW_WORKERS = 3
+EXIT_READY_TOO_OLD = 4
 
 
-def health_problems(overview: Overview, max_age_seconds: float) -> list[str]:
-    """Why ``--check`` fails: no live worker, or a ready job older than the threshold."""
-    problems = []
-    if not overview.workers:
+def health_problems(
+    overview: Overview, max_age_seconds: float, min_workers: int = 1
+) -> list[tuple[int, str]]:
+    """Why ``--check`` fails, as (exit status, message): too few live workers, or a
+    ready job older than the threshold."""
+    problems: list[tuple[int, str]] = []
+    live = len(overview.workers)
+    if live < min_workers:
+        seen = f"none sent a heartbeat in the last {LIVE_WORKER_MS // 1000} s"
+        if live:
+            seen = f"{live} sent a heartbeat in the last {LIVE_WORKER_MS // 1000} s"
+        what = "no live worker" if not live else f"fewer than {min_workers} live workers"
         problems.append(
-            f"no live worker in namespace {overview.namespace!r} "
-            f"(none sent a heartbeat in the last {LIVE_WORKER_MS // 1000} s)"
+            (EXIT_TOO_FEW_WORKERS, f"{what} in namespace {overview.namespace!r} ({seen})")
         )
     oldest = overview.oldest_ready_age_ms
     if oldest is not None and oldest > max_age_seconds * 1000:
         problems.append(
-            f"the oldest ready job has waited {oldest / 1000:.1f} s, "
-            f"more than --max-age {max_age_seconds:g} s"
+            (
+                EXIT_READY_TOO_OLD,
+                f"the oldest ready job has waited {oldest / 1000:.1f} s, "
+                f"more than --max-oldest-ready-age {max_age_seconds:g} s",
+            )
         )
     return problems
 
@@ -152,8 +173,9 @@ def _recurring_lines(overview: Overview) -> list[str]:
 class Command(BaseCommand):
     help = (
         "Shows later_django's jobs per stage, queue depth and oldest ready age per queue, "
-        "live workers, topic partitions and recurring jobs. With --check, exits 1 when no "
-        "worker is live or the oldest ready job is older than --max-age seconds."
+        "live workers, topic partitions and recurring jobs. With --check, exits 3 when fewer "
+        "than --min-workers are live, 4 when the oldest ready job is older than "
+        "--max-oldest-ready-age seconds."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -161,15 +183,24 @@ class Command(BaseCommand):
         parser.add_argument(
             "--check",
             action="store_true",
-            help="Exit 1 when no worker is live or a ready job waited more than --max-age.",
+            help="Exit 3 with too few live workers, 4 when a ready job waited too long.",
         )
         parser.add_argument(
+            "--max-oldest-ready-age",
             "--max-age",
+            dest="max_age",
             type=float,
             default=DEFAULT_MAX_AGE_SECONDS,
             metavar="SECONDS",
             help=f"With --check: the oldest ready job's age allowed (default "
             f"{DEFAULT_MAX_AGE_SECONDS:g}).",
+        )
+        parser.add_argument(
+            "--min-workers",
+            type=int,
+            default=1,
+            metavar="N",
+            help="With --check: how many live workers are needed (default 1).",
         )
         parser.add_argument("--database", help="Database alias (default: LATER['DATABASE']).")
         parser.add_argument("--namespace", help="Namespace (default: LATER['NAMESPACE']).")
@@ -179,22 +210,31 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["max_age"] < 0:
-            raise CommandError(f"--max-age must be zero or more seconds, got {options['max_age']}")
+            raise CommandError(
+                f"--max-oldest-ready-age must be zero or more seconds, got {options['max_age']}"
+            )
+        if options["min_workers"] < 0:
+            raise CommandError(f"--min-workers must be zero or more, got {options['min_workers']}")
         using, namespace = resolve_target(options["database"], options["namespace"])
         try:
             with naming_missing_tables(using):
                 overview = read_overview(using, namespace)
         except TablesMissing as error:
             raise CommandError(str(error)) from error
-        problems = health_problems(overview, options["max_age"]) if options["check"] else []
+        problems = (
+            health_problems(overview, options["max_age"], options["min_workers"])
+            if options["check"]
+            else []
+        )
+        messages = [message for _, message in problems]
         if options["json"]:
             document = overview.as_json()
             if options["check"]:
-                document["check"] = {"healthy": not problems, "problems": problems}
+                document["check"] = {"healthy": not problems, "problems": messages}
             self.stdout.write(json.dumps(document, sort_keys=True))
         else:
             self.stdout.write(render_text(overview))
             if options["check"]:
                 self.stdout.write("\ncheck: " + ("healthy" if not problems else "UNHEALTHY"))
         if problems:
-            raise CommandError("; ".join(problems), returncode=1)
+            raise CommandError("; ".join(messages), returncode=problems[0][0])

@@ -29,6 +29,7 @@ from later_django.management.common import (
     log_to_stderr_unless_configured,
     refuse_missing_tables,
 )
+from later_django.worker.health_file import check_writable
 from later_django.worker.process import EXIT_REPLACE
 from later_django.worker.runner import Worker, WorkerOptions
 from later_django.worker.supervisor import supervise
@@ -145,12 +146,25 @@ class Command(BaseCommand):
             "(killed, frozen) before another may run it (default 30)",
         )
 
+        parser.add_argument(
+            "--health-file",
+            metavar="PATH",
+            help="touch PATH at least every few seconds while the worker's loop turns, also "
+            "while the database is down: a liveness probe that needs no database",
+        )
+
     def get_version(self) -> str:
         return later_django_version()
 
     def handle(self, *args: Any, **options: Any) -> None:
         log_to_stderr_unless_configured()
         refuse_missing_tables(later_settings().database)
+        health_file = options["health_file"]
+        if health_file is not None:
+            try:
+                check_writable(health_file)
+            except ValueError as error:
+                raise CommandError(str(error)) from None
         worker_options = WorkerOptions(
             queues=chosen_queues(options["queues"]),
             concurrency=options["concurrency"],
@@ -158,6 +172,7 @@ class Command(BaseCommand):
             max_jobs=options["max_jobs"],
             shutdown_timeout=options["shutdown_timeout"],
             lease_seconds=options["lease_seconds"],
+            health_file=health_file,
         )
 
         def run_one(parent_pid: int | None = None) -> int:
@@ -179,6 +194,6 @@ class Command(BaseCommand):
         if processes == 1:
             code = run_one()
         else:
-            code = supervise(processes, run_one, burst=options["burst"])
+            code = supervise(processes, run_one, burst=options["burst"], health_file=health_file)
         if code:
             raise SystemExit(code)
