@@ -122,7 +122,7 @@ def test_the_file_stays_fresh_while_postgresql_is_down(
         assert most_age_over(health, 2) < 2.5
         cluster.ctl("stop", "-m", "fast")
         try:
-            assert most_age_over(health, 12) < LONGEST_GAP_SECONDS
+            assert most_age_over(health, 10) < LONGEST_GAP_SECONDS
             assert worker.alive()
             assert "database error" in worker.log()
         finally:

@@ -37,19 +37,27 @@ def most_at_once(lines: Path, prefix: str) -> int:
     return most
 
 
-def start_workers(alias: str, workers: Workers, later: dict, count: int = 2, *options: str) -> list:
+def start_workers(
+    alias: str, workers: Workers, later: dict, count: int = 2, *options: str, threads: int = 10
+) -> list:
     pool = [
-        workers.start(alias, "--concurrency", "10", *options, later=later) for _ in range(count)
+        workers.start(alias, "--concurrency", str(threads), *options, later=later)
+        for _ in range(count)
     ]
     for worker in pool:
         wait_for(lambda w=worker: row_of(alias, w.pid), START_SECONDS, "worker row", workers)
     return pool
 
 
+@pytest.mark.parametrize("threads", [10, 2])
 def test_a_concurrency_limit_holds_across_two_workers(
-    alias: str, workers: Workers, lines: Path
+    alias: str, workers: Workers, lines: Path, threads: int
 ) -> None:
-    start_workers(alias, workers, {"QUEUE_LIMITS": {QUEUE: {"concurrency": 3}}})
+    """Ten threads each: never more than 3 (the issue's shape; one worker may win
+    every slot, which a per-process limit would allow too). Two threads each: 3 at
+    once can only be both workers together, so the limit is the namespace's."""
+    later = {"QUEUE_LIMITS": {QUEUE: {"concurrency": 3}}}
+    start_workers(alias, workers, later, threads=threads)
     limited = [
         tasks.sleep_and_record.using(queue_name=QUEUE).enqueue(str(lines), f"limited-{n}", 0.25)
         for n in range(24)
@@ -63,10 +71,9 @@ def test_a_concurrency_limit_holds_across_two_workers(
     )
     assert all(j.task.get_result(j.id).status == TaskResultStatus.SUCCESSFUL for j in limited)
     assert most_at_once(lines, "limited") == 3
-    # The other queue is not limited: its twelve ran side by side on twenty threads.
-    assert most_at_once(lines, "plain") > 3
-    pids = {line["pid"] for line in read_lines(lines) if line["label"].startswith("limited")}
-    assert len(pids) == 2, "both workers ran jobs of the limited queue"
+    if threads == 10:
+        # The other queue is not limited: its twelve ran side by side on twenty threads.
+        assert most_at_once(lines, "plain") > 3
 
 
 def test_a_rate_limit_holds_in_every_window(alias: str, workers: Workers, lines: Path) -> None:
