@@ -655,8 +655,10 @@ def _write_outcomes(
         if started.sequence is not None:
             writes.ack(started.sequence)
         writes.release_lease(record.job_id)
-        if outcome.cancelled or _raised_cancel(outcome):
-            reason = cancellation.REASON if outcome.cancelled else "the task raised JobCancelled"
+        # The flag may have been set after the task returned, before this write.
+        requested = outcome.cancelled or started.cancel.is_set()
+        if requested or _raised_cancel(outcome):
+            reason = cancellation.REASON if requested else "the task raised JobCancelled"
             moves.cancel(writes, record, now, reason, settings)
             writes.add(cancellation.forget(record.namespace, record.job_id))
         elif outcome.error is None:
