@@ -73,11 +73,13 @@ def test_two_workers_stop_claiming_a_paused_queue_within_a_second(
     assert [queue.name for queue in api.paused_queues()] == ["default"]
 
     api.resume_queue("default")
+    # Their outcomes, not only their lines: a job writes its line before its outcome.
     wait_for(
-        lambda: len(started(lines, "after")) == len(after),
+        lambda: all(r.task.get_result(r.id).is_finished for r in after),
         30,
         "the paused jobs after resume",
         workers,
     )
+    assert len(started(lines, "after")) == len(after)
     assert all(r.task.get_result(r.id).status.name == "SUCCESSFUL" for r in after)
     assert fresh.alive() and pool[1].alive()
