@@ -52,7 +52,10 @@ def test_two_workers_stop_claiming_a_paused_queue_within_a_second(
         after.append(tasks.record.enqueue(str(lines), f"after-{len(after)}"))
         time.sleep(0.05)
     other = tasks.record.using(queue_name="reports").enqueue(str(lines), "other-queue")
-    wait_for(lambda: started(lines, "other-queue"), 10, "the other queue's job", workers)
+    # Its outcome, not only its line: a job writes its line before its outcome.
+    wait_for(
+        lambda: other.task.get_result(other.id).is_finished, 10, "the other queue's job", workers
+    )
 
     late = [line for line in started(lines, "") if line["at"] > paused_at + OBEYED_WITHIN_SECONDS]
     assert [line["label"] for line in late] == ["other-queue"], late
