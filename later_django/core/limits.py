@@ -35,10 +35,6 @@ class QueueLimit:
     rate_count: int | None = None
     rate_window_ms: int | None = None
 
-    @property
-    def limits_rate(self) -> bool:
-        return self.rate_count is not None and self.rate_window_ms is not None
-
 
 def parse_rate(value: object, where: str) -> tuple[int, int]:
     """``(count, window ms)`` of a rate such as ``"100/60s"``; ``ValueError`` naming

@@ -110,17 +110,15 @@ def forget(namespace: str, job_id: str) -> Delete:
 @dataclass(frozen=True)
 class Requests:
     """The cancel requests of a namespace as one poll found them: job id -> the
-    job's partition or None. ``complete`` is False when the poll hit its limit
-    (then a job not listed may still be requested: :meth:`may_hold` says so)."""
+    job's partition or None. ``complete`` is False when the poll hit its limit:
+    then a job not listed may still be requested (read those by key:
+    :func:`requested_among`)."""
 
     jobs: Mapping[str, Partition | None]
     complete: bool = True
 
     def __contains__(self, job_id: object) -> bool:
         return job_id in self.jobs
-
-    def may_hold(self, job_id: str) -> bool:
-        return not self.complete or job_id in self.jobs
 
 
 NONE = Requests({})

@@ -112,8 +112,8 @@ class Outcome:
     programming error such as a return value JSON cannot hold: running it again
     would repeat its side effects and fail the same way).
 
-    ``cancelled``: the job's cancel was requested while it ran, or it raised
-    ``JobCancelled``; it is written ``cancelled`` whatever it returned.
+    Its job is written ``cancelled`` instead, whatever it holds, once the job's
+    cancel flag (``started.cancel``) is set or when the error is ``JobCancelled``.
     """
 
     started: StartedJob
@@ -121,7 +121,6 @@ class Outcome:
     error: JobError | None = None
     exception: BaseException | None = None
     retryable: bool = True
-    cancelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -328,14 +327,16 @@ def _start_message(
     worker: _Worker,
 ) -> StartedJob | None:
     """One message's moves (see :func:`start_batch`); the job to run, or None."""
+    if record.stage == stages.RUNNING and (
+        lease is not None and lease.owner != worker.worker_id and lease.lease_until_ms > now
+    ):
+        writes.hand_back(message.sequence, lease.lease_until_ms - now)
+        return None
+    if record.stage in (stages.ENQUEUED, stages.RUNNING) and record.job_id in worker.cancels:
+        _cancel_requested(writes, record, now, worker)
+        writes.ack(message.sequence)
+        return None
     if record.stage == stages.RUNNING:
-        if lease is not None and lease.owner != worker.worker_id and lease.lease_until_ms > now:
-            writes.hand_back(message.sequence, lease.lease_until_ms - now)
-            return None
-        if record.job_id in worker.cancels:
-            _cancel_requested(writes, record, now, worker)
-            writes.ack(message.sequence)
-            return None
         lost = _worker_lost(
             record,
             now,
@@ -343,10 +344,6 @@ def _start_message(
             f"execution lease of attempt {record.attempts}",
         )
         moves.fail_attempt(writes, record, now, lost, worker.settings, _policy_or_none(record))
-        writes.ack(message.sequence)
-        return None
-    if record.stage == stages.ENQUEUED and record.job_id in worker.cancels:
-        _cancel_requested(writes, record, now, worker)
         writes.ack(message.sequence)
         return None
     task = _task_or_refuse(writes, record, now, worker) if record.stage == stages.ENQUEUED else None
@@ -655,8 +652,8 @@ def _write_outcomes(
         if started.sequence is not None:
             writes.ack(started.sequence)
         writes.release_lease(record.job_id)
-        # The flag may have been set after the task returned, before this write.
-        requested = outcome.cancelled or started.cancel.is_set()
+        # Read here, not when the task returned: a flag set meanwhile counts too.
+        requested = started.cancel.is_set()
         if requested or _raised_cancel(outcome):
             reason = cancellation.REASON if requested else "the task raised JobCancelled"
             moves.cancel(writes, record, now, reason, settings)
@@ -671,11 +668,11 @@ def _write_outcomes(
     return records
 
 
+_CANCELLED_PATH = class_path(JobCancelled)
+
+
 def _raised_cancel(outcome: Outcome) -> bool:
     return outcome.error is not None and outcome.error.exception_class_path == _CANCELLED_PATH
-
-
-_CANCELLED_PATH = class_path(JobCancelled)
 
 
 def _write_with_children(writes: JobWrites, worker: _Worker) -> None:

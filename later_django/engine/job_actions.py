@@ -35,6 +35,7 @@ from later_django.core.keys import children_key, due_key, job_key, undecodable_k
 from later_django.core.records import JobRecord, decode_record
 from later_django.engine import cancellation, moves
 from later_django.engine.continuations import commit_releasing_children
+from later_django.engine.record_reads import read_records, read_records_and_errors
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import ActionRefused, RecordDecodeError
 from later_django.storage.stores import Stores, stores_for
@@ -257,20 +258,16 @@ def cancel_many(using: str, namespace: str, job_ids: Sequence[str]) -> dict[str,
     unique = list(dict.fromkeys(job_ids))
     for start in range(0, len(unique), DEFAULT_BATCH_SIZE):
         batch = unique[start : start + DEFAULT_BATCH_SIZE]
-        keys = [job_key(namespace, job_id) for job_id in batch]
         with transaction.atomic(using=using):
-            found = stores.kv.get_many_for_update(keys)
+            found, undecodable = read_records_and_errors(
+                stores.kv, namespace, batch, for_update=True
+            )
             writes = JobWrites(namespace)
             now = now_ms()
-            for job_id, key in zip(batch, keys, strict=True):
-                raw = found.get(key)
-                if raw is None:
-                    done[job_id] = MISSING
-                    continue
-                try:
-                    record = decode_record(raw)
-                except RecordDecodeError:
-                    done[job_id] = UNREADABLE
+            for job_id in batch:
+                record = found.get(job_id)
+                if record is None:
+                    done[job_id] = UNREADABLE if job_id in undecodable else MISSING
                     continue
                 try:
                     done[job_id] = _cancel(writes, record, stores, now)
@@ -379,7 +376,8 @@ def cancel_selected(
         )
     if selection.stage == stages.ENQUEUED:
         outcome = _queued_in_batches(selection, using, namespace, batch_size, dry_run)
-        # Jobs queued on partitions have index rows.
+        # Jobs queued on partitions have index rows; the index lists no other queued job,
+        # so a cancel through it only writes requests, which a dry run's writes discard.
         return _in_batches(_cancel, selection, using, namespace, batch_size, dry_run, outcome)
     return _in_batches(_cancel, selection, using, namespace, batch_size, dry_run)
 
@@ -456,19 +454,19 @@ def _act_on_batch(
     dry_run: bool,
 ) -> None:
     """One transaction: the records of ``job_ids`` locked, filtered by queue, acted on."""
-    keys = [job_key(namespace, job_id) for job_id in job_ids]
     # A dry run reads without locks and writes nothing: no transaction to hold.
     with contextlib.nullcontext() if dry_run else transaction.atomic(using=stores.using):
-        found = stores.kv.get_many(keys) if dry_run else stores.kv.get_many_for_update(keys)
+        found, undecodable = read_records_and_errors(
+            stores.kv, namespace, job_ids, for_update=not dry_run
+        )
         writes = JobWrites(namespace)
         now = now_ms()
-        for job_id, key in zip(job_ids, keys, strict=True):
-            raw = found.get(key)
-            try:
-                record = decode_record(raw) if raw is not None else None
-            except RecordDecodeError as error:
+        for job_id in job_ids:
+            if job_id in undecodable:
+                error = undecodable[job_id]
                 _refuse(outcome, f"job {job_id} has a record that cannot be decoded: {error}")
                 continue
+            record = found.get(job_id)
             if record is None:
                 continue  # deleted, or expired, since the page was read
             if selection.queue_name is not None and record.queue_name != selection.queue_name:
@@ -479,19 +477,11 @@ def _act_on_batch(
                     outcome, f"job {job_id} is {record.stage!r} now, no longer {selection.stage!r}"
                 )
                 continue
-            done: str | None
-            if dry_run and action is _cancel:
-                # Looking for the queued job's message, as a cancel does, would delete it.
-                done = REQUESTED if record.stage == stages.RUNNING or record.topic else CANCELLED
-                if record.stage in stages.FINISHED:
-                    _refuse(outcome, f"job {job_id} has finished ({record.stage})")
-                    continue
-            else:
-                try:
-                    done = action(JobWrites(namespace) if dry_run else writes, record, stores, now)
-                except ActionRefused as refused:
-                    _refuse(outcome, str(refused))
-                    continue
+            try:
+                done = action(JobWrites(namespace) if dry_run else writes, record, stores, now)
+            except ActionRefused as refused:
+                _refuse(outcome, str(refused))
+                continue
             outcome.changed += 1
             outcome.requested += done == REQUESTED
         if not dry_run:
@@ -543,17 +533,15 @@ def _cancel_queued(
 ) -> None:
     """One transaction of :func:`_queued_in_batches`: the records locked, filtered
     by queue and ``since``, each message deleted while unclaimed, the job cancelled."""
-    keys = [job_key(namespace, job_id) for _, job_id in picked]
     with contextlib.nullcontext() if dry_run else transaction.atomic(using=stores.using):
-        found = stores.kv.get_many(keys) if dry_run else stores.kv.get_many_for_update(keys)
+        # An undecodable record is left out (and logged): its worker fails it.
+        found = read_records(
+            stores.kv, namespace, [job_id for _, job_id in picked], for_update=not dry_run
+        )
         writes = JobWrites(namespace)
         now = now_ms()
-        for (sequence, job_id), key in zip(picked, keys, strict=True):
-            raw = found.get(key)
-            try:
-                record = decode_record(raw) if raw is not None else None
-            except RecordDecodeError:
-                continue  # the worker that claims it fails it with the reason
+        for sequence, job_id in picked:
+            record = found.get(job_id)
             if record is None or record.stage != stages.ENQUEUED:
                 continue
             if selection.queue_name is not None and record.queue_name != selection.queue_name:

@@ -61,6 +61,7 @@ def claim_limited(
     if wanted <= 0:
         return LimitedClaim()
     owner_bytes = owner.encode()
+    leases = _leases(stores)
     with transaction.atomic(using=stores.using):
         allowed = wanted
         starts: array[int] | None = None
@@ -76,7 +77,7 @@ def claim_limited(
         taken: dict[tuple[str], int] = {}
         if limit.concurrency is not None and allowed > 0:
             keys = [(queue_slot_key(namespace, queue_name, n),) for n in range(limit.concurrency)]
-            taken = _leases(stores).take((), owner_bytes, keys, until_ms=now + lease_ms, now_ms=now)
+            taken = leases.take((), owner_bytes, keys, until_ms=now + lease_ms, now_ms=now)
             allowed = min(allowed, len(taken))
         messages: list[ClaimedMessage] = []
         if allowed > 0:
@@ -86,7 +87,7 @@ def claim_limited(
         slots = sorted(taken.items())
         unused = [slot for slot, _ in slots[len(messages) :]]
         if unused:
-            _leases(stores).release((), owner_bytes, unused, now_ms=now)
+            leases.release((), owner_bytes, unused, now_ms=now)
         if starts is not None and messages:
             starts.extend([now] * len(messages))
             stores.kv.set(rate_key, starts.tobytes())

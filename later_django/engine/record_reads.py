@@ -20,12 +20,24 @@ def read_records(
     statement from ``kv`` (with row locks when ``for_update``). A record that
     cannot be decoded is logged and left out: the worker that meets its message
     fails the job with the reason."""
+    records, undecodable = read_records_and_errors(kv, namespace, job_ids, for_update=for_update)
+    for job_id, error in undecodable.items():
+        logger.error("job %s: %s; left for a worker to fail", job_id, error)
+    return records
+
+
+def read_records_and_errors(
+    kv: KeyValuePort, namespace: str, job_ids: Iterable[str], *, for_update: bool = False
+) -> tuple[dict[str, JobRecord], dict[str, RecordDecodeError]]:
+    """:func:`read_records`, with the records that cannot be decoded returned (job id ->
+    the decode error) instead of logged: an ``id`` in neither map has no record."""
     keys = {job_key(namespace, job_id): job_id for job_id in job_ids}
     read = kv.get_many_for_update if for_update else kv.get_many
     records: dict[str, JobRecord] = {}
+    undecodable: dict[str, RecordDecodeError] = {}
     for key, raw in read(list(keys)).items():
         try:
             records[keys[key]] = decode_record(raw)
         except RecordDecodeError as error:
-            logger.error("job %s: %s; left for a worker to fail", keys[key], error)
-    return records
+            undecodable[keys[key]] = error
+    return records, undecodable

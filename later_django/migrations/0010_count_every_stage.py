@@ -8,9 +8,13 @@ Every row of the index holds a stage of :mod:`later_django.core.stages`, so
 nothing else is counted. No row is ``cancelled`` yet: there is nothing to
 backfill.
 
-* SQLite: the three ``later_stage_counts_on_*`` row triggers are re-created.
+* SQLite: the three ``later_stage_counts_on_*`` row triggers are re-created (0005's
+  text less the filter).
 * PostgreSQL: ``later_stage_counts_follow()`` is replaced (``CREATE OR REPLACE``,
   migration 0009's text less the filter); its statement triggers stay.
+
+Both texts are the earlier migrations' own, with the filter taken out, so the one
+difference is the one this migration makes.
 
 Reverse: 0009's function and 0005's SQLite triggers come back, and the
 ``cancelled`` counter rows are deleted (the jobs stay; their stage is unknown to
@@ -27,59 +31,26 @@ _0002 = import_module("later_django.migrations.0002_triggers_and_indexes")
 _0005 = import_module("later_django.migrations.0005_count_finished_stages")
 _0009 = import_module("later_django.migrations.0009_postgres_counters_without_joins")
 
-_SQLITE_UPSERT = (
-    "INSERT INTO later_stage_counts (namespace, stage, shard, count) "
-    "SELECT {row}.namespace, {row}.stage, 0, {delta} WHERE true "
-    "ON CONFLICT (namespace, stage, shard) DO UPDATE SET count = count + excluded.count;"
-)
+#: The stage filter of the earlier texts, as it reads in them.
+_POSTGRES_FILTER = "        WHERE stage IN " + _0005.COUNTED_STAGES + "\n"
+_SQLITE_FILTERS = [f"WHERE {row}.stage IN {_0005.COUNTED_STAGES}" for row in ("NEW", "OLD")]
 
+
+def _sqlite_unfiltered(trigger: str) -> str:
+    for stage_filter in _SQLITE_FILTERS:
+        trigger = trigger.replace(stage_filter, "WHERE true")
+    return trigger
+
+
+#: 0005's three SQLite triggers, with no stage filter.
 SQLITE_STAGE_COUNT_TRIGGERS = [
-    "CREATE TRIGGER later_stage_counts_on_insert AFTER INSERT ON later_jobs_index BEGIN "
-    + _SQLITE_UPSERT.format(row="NEW", delta="1")
-    + " END",
-    "CREATE TRIGGER later_stage_counts_on_move AFTER UPDATE OF stage ON later_jobs_index "
-    "WHEN OLD.stage IS NOT NEW.stage BEGIN "
-    + _SQLITE_UPSERT.format(row="OLD", delta="-1")
-    + " "
-    + _SQLITE_UPSERT.format(row="NEW", delta="1")
-    + " END",
-    "CREATE TRIGGER later_stage_counts_on_delete AFTER DELETE ON later_jobs_index BEGIN "
-    + _SQLITE_UPSERT.format(row="OLD", delta="-1")
-    + " END",
+    _sqlite_unfiltered(trigger)
+    for trigger in _0002.sqlite_stage_count_triggers(_0005.COUNTED_STAGES)
 ]
-
-STAGE_COUNTS_FOLLOW = """
-CREATE OR REPLACE FUNCTION later_stage_counts_follow() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    shard_id smallint := (pg_backend_pid() % 8)::smallint;
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO later_stage_counts (namespace, stage, shard, count)
-        SELECT namespace, stage, shard_id, COUNT(*) FROM new_rows
-        GROUP BY namespace, stage ORDER BY namespace, stage
-        ON CONFLICT (namespace, stage, shard)
-        DO UPDATE SET count = later_stage_counts.count + EXCLUDED.count;
-    ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO later_stage_counts (namespace, stage, shard, count)
-        SELECT namespace, stage, shard_id, -COUNT(*) FROM old_rows
-        GROUP BY namespace, stage ORDER BY namespace, stage
-        ON CONFLICT (namespace, stage, shard)
-        DO UPDATE SET count = later_stage_counts.count + EXCLUDED.count;
-    ELSE
-        INSERT INTO later_stage_counts (namespace, stage, shard, count)
-        SELECT namespace, stage, shard_id, SUM(delta) FROM (
-            SELECT namespace, stage, 1 AS delta FROM new_rows
-            UNION ALL
-            SELECT namespace, stage, -1 AS delta FROM old_rows
-        ) AS moves
-        GROUP BY namespace, stage HAVING SUM(delta) <> 0 ORDER BY namespace, stage
-        ON CONFLICT (namespace, stage, shard)
-        DO UPDATE SET count = later_stage_counts.count + EXCLUDED.count;
-    END IF;
-    RETURN NULL;
-END;
-$$
-"""
+#: 0009's function, with no stage filter (it had one in each of its three branches).
+STAGE_COUNTS_FOLLOW = _0009.STAGE_COUNTS_FOLLOW.replace(_POSTGRES_FILTER, "")
+assert _0009.STAGE_COUNTS_FOLLOW.count(_POSTGRES_FILTER) == 3
+assert not any(f in t for f in _SQLITE_FILTERS for t in SQLITE_STAGE_COUNT_TRIGGERS)
 
 REMOVE_CANCELLED_COUNTERS = "DELETE FROM later_stage_counts WHERE stage = 'cancelled'"
 

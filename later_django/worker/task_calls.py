@@ -56,24 +56,19 @@ def run_job(job: StartedJob, *, manage_connections: bool = True) -> Outcome:
 def _outcome(job: StartedJob) -> Outcome:
     """A raising task gives a retryable failure; a return value JSON cannot hold a
     failure that is not retried (the task ran to its end: running it again would
-    repeat its side effects and return the same kind of value). A job whose cancel
-    was requested meanwhile is cancelled, whatever the task did."""
+    repeat its side effects and return the same kind of value). (A job whose cancel
+    was requested meanwhile is written cancelled, whatever the task did: the finish
+    reads its flag.)"""
     try:
         with running_with(job.cancel):
             value = _call(job)
     except BaseException as error:  # the job's failure, never the worker's
-        return _cancelled_or(_failure(job, error, retryable=True))
+        return _failure(job, error, retryable=True)
     try:
         return_value = json_compatible(value, "the return value")
     except BaseException as error:
-        return _cancelled_or(_failure(job, error, retryable=False))
-    return _cancelled_or(Outcome(job, return_value=return_value))
-
-
-def _cancelled_or(outcome: Outcome) -> Outcome:
-    if outcome.started.cancel.is_set():
-        outcome.cancelled = True
-    return outcome
+        return _failure(job, error, retryable=False)
+    return Outcome(job, return_value=return_value)
 
 
 def _call(job: StartedJob) -> Any:

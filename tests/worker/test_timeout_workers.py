@@ -66,6 +66,13 @@ def the_stuck_code_ended_with_its_process(lines: Path, started_at: float) -> Non
     assert events(lines, "stuck", "end") == []
 
 
+def a_new_job_runs(lines: Path, workers: Workers) -> None:
+    """A job enqueued now runs, on the process that replaced the stuck one."""
+    after = tasks.record.enqueue(str(lines), "after")
+    wait_for(lambda: result(after).is_finished, 20, "a job after the replacement", workers)
+    assert result(after).status == TaskResultStatus.SUCCESSFUL
+
+
 def test_a_single_worker_starts_itself_again_after_a_timeout(
     alias: str, workers: Workers, lines: Path
 ) -> None:
@@ -84,9 +91,7 @@ def test_a_single_worker_starts_itself_again_after_a_timeout(
     assert again["pid"] == worker.pid and worker.alive()
     assert "a job timed out; starting this worker again" in worker.log()
     the_stuck_code_ended_with_its_process(lines, started_at)
-    after = tasks.record.enqueue(str(lines), "after")
-    wait_for(lambda: result(after).is_finished, 20, "a job after the restart", workers)
-    assert result(after).status == TaskResultStatus.SUCCESSFUL
+    a_new_job_runs(lines, workers)
 
 
 def test_a_supervised_worker_is_replaced_after_a_timeout(
@@ -111,9 +116,7 @@ def test_a_supervised_worker_is_replaced_after_a_timeout(
     assert supervisor.alive()
     assert "asked to be replaced; starting another" in supervisor.log()
     the_stuck_code_ended_with_its_process(lines, started_at)
-    after = tasks.record.enqueue(str(lines), "after")
-    wait_for(lambda: result(after).is_finished, 20, "a job after the replacement", workers)
-    assert result(after).status == TaskResultStatus.SUCCESSFUL
+    a_new_job_runs(lines, workers)
 
 
 def test_a_timeout_during_a_stop_is_recorded_and_the_worker_still_exits(
