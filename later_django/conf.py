@@ -44,7 +44,13 @@ KNOWN_KEYS = (
     "RECURRING",
     "TIMEOUT",
     "QUEUE_LIMITS",
+    "METRICS",
 )
+#: The options of ``LATER["METRICS"]`` (the metrics view, :mod:`later_django.metrics`).
+METRICS_OPTIONS = ("TOKEN", "NAMESPACES")
+#: A bearer token shorter than this is refused (check E015): a guessable token would
+#: expose the figures.
+MIN_METRICS_TOKEN_LENGTH = 24
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,10 @@ class LaterSettings:
     topics: dict[str, int] = field(default_factory=dict)
     #: modules that register maintenance passes (``LATER["MAINTENANCE_MODULES"]``).
     maintenance_modules: tuple[str, ...] = ()
+    #: The metrics view's bearer token (``LATER["METRICS"]["TOKEN"]``); None: staff only.
+    metrics_token: str | None = None
+    #: The namespaces the metrics view reports; empty: ``namespace`` alone.
+    metrics_namespaces: tuple[str, ...] = ()
 
 
 def topic_problems(raw_topics: Any) -> list[str]:
@@ -246,6 +256,35 @@ def _queue_limits_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     return []
 
 
+def _metrics_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """E015: ``METRICS`` is a dict of ``TOKEN`` (None or a string of at least
+    MIN_METRICS_TOKEN_LENGTH characters) and ``NAMESPACES`` (namespace names)."""
+    value = raw.get("METRICS", {})
+    where = "LATER['METRICS']"
+    if not isinstance(value, dict):
+        return [("later_django.E015", f"{where} must be a dict, got {value!r}.")]
+    problems = []
+    if unknown := sorted(set(value) - set(METRICS_OPTIONS)):
+        allowed = list(METRICS_OPTIONS)
+        problems.append(f"{where} has unknown option(s) {unknown}; allowed: {allowed}")
+    token = value.get("TOKEN")
+    if token is not None and (not isinstance(token, str) or len(token) < MIN_METRICS_TOKEN_LENGTH):
+        shown = f"a string of length {len(token)}" if isinstance(token, str) else repr(token)
+        problems.append(
+            f"{where}['TOKEN'] must be None or a string of at least "
+            f"{MIN_METRICS_TOKEN_LENGTH} characters, got {shown}"
+        )
+    namespaces = value.get("NAMESPACES", [])
+    if not isinstance(namespaces, list | tuple) or not all(
+        isinstance(name, str) and NAMESPACE_PATTERN.fullmatch(name) for name in namespaces
+    ):
+        problems.append(
+            f"{where}['NAMESPACES'] must be a list of namespace names "
+            f"(1 to 200 letters, digits, '_' or '.'), got {namespaces!r}"
+        )
+    return [("later_django.E015", f"{problem}.") for problem in problems]
+
+
 def _retry_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     try:
         RetryPolicy.from_mapping(raw.get("RETRY", {}), "LATER['RETRY']")
@@ -266,6 +305,7 @@ _RULES: tuple[SettingRule, ...] = (
     _retry_problems,
     _timeout_problems,
     _queue_limits_problems,
+    _metrics_problems,
 )
 #: Rules of keys whose validation lives above conf (``RECURRING``: the engine's,
 #: check E009), added by :mod:`later_django.checks` when it is imported (the app's
@@ -314,6 +354,8 @@ def later_settings() -> LaterSettings:
         maintenance_modules=tuple(raw.get("MAINTENANCE_MODULES", ())),
         timeout_seconds=raw.get("TIMEOUT"),
         queue_limits=queue_limits(raw.get("QUEUE_LIMITS")),
+        metrics_token=raw.get("METRICS", {}).get("TOKEN"),
+        metrics_namespaces=tuple(raw.get("METRICS", {}).get("NAMESPACES", ())),
     )
     # Keyed on the settings object itself: override_settings installs a new one.
     _cache = (raw, resolved)

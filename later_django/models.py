@@ -240,6 +240,8 @@ class Worker(LaterModel):
     concurrency = models.IntegerField()
     queues = models.TextField(default="[]")
     busy = models.IntegerField(default=0)
+    #: The running jobs per queue, a JSON object (``{"emails": 3}``).
+    busy_queues = models.TextField(default="{}", db_default="{}")
     started_at = models.BigIntegerField()
     heartbeat_at = models.BigIntegerField()
 

@@ -79,14 +79,17 @@ class StageFigure:
 
 @dataclass(frozen=True)
 class QueueFigure:
-    """One queue: ready messages (counter), the age of its oldest ready message, and
-    since when and by whom it is paused (``None``: not paused)."""
+    """One queue: ready messages (counter), the age of its oldest ready message,
+    since when and by whom it is paused (``None``: not paused), and its running jobs."""
 
     queue_name: str
     ready: int
     oldest_ready_age_ms: int | None
     paused_at_ms: int | None = None
     paused_by: str | None = None
+    #: Jobs running now, as the live workers' last heartbeats report them (at most
+    #: a third of the lease old).
+    running: int = 0
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,21 @@ class TopicFigure:
     shown: list[PartitionFigure]
     #: Partitions not listed (idle ones beyond :data:`PARTITIONS_SHOWN_PER_TOPIC`).
     not_shown: int
+    #: Over every active partition read (shown or not): jobs from the heads to the
+    #: newest, and heads that block the rows behind them.
+    backlog: int = 0
+    blocked_heads: int = 0
+
+
+@dataclass(frozen=True)
+class ConsumerLag:
+    """How far one consumer group is behind on one partition of a retained log."""
+
+    group: str
+    topic: str
+    partition_id: int
+    #: Records appended that the group has not committed (end offset - its offset).
+    lag: int
 
 
 @dataclass(frozen=True)
@@ -146,6 +164,7 @@ class Overview:
     recurring: list[RecurringFigure]
     db_size_bytes: int | None
     problems: list[str] = field(default_factory=list)
+    consumer_lags: list[ConsumerLag] = field(default_factory=list)
 
     def count(self, stage: str) -> int:
         for figure in self.stages:
@@ -186,6 +205,8 @@ class Overview:
                     "topic": topic.topic,
                     "partitions": topic.partitions,
                     "not_shown": topic.not_shown,
+                    "backlog": topic.backlog,
+                    "blocked_heads": topic.blocked_heads,
                     "shown": [
                         {**asdict(partition), "blocked": partition.blocked}
                         for partition in topic.shown
@@ -194,6 +215,7 @@ class Overview:
                 for topic in self.topics
             ],
             "recurring": [asdict(item) for item in self.recurring],
+            "consumer_lags": [asdict(lag) for lag in self.consumer_lags],
             "db_size_bytes": self.db_size_bytes,
         }
 
@@ -215,7 +237,8 @@ def read_overview(
     using, namespace = resolve_target(using, namespace)
     now = clock.now_ms() if now_ms is None else now_ms
     stores = stores_for(using)
-    queues = _read_queues(stores, namespace, now)
+    workers = stores.executions.workers_live(namespace, now - LIVE_WORKER_MS)
+    queues = _read_queues(stores, namespace, now, workers)
     transitions, waits = _read_recent(stores.dashboard, namespace, now)
     return Overview(
         namespace=namespace,
@@ -225,18 +248,26 @@ def read_overview(
         transitions=transitions,
         waits=waits,
         queues=queues,
-        workers=stores.executions.workers_live(namespace, now - LIVE_WORKER_MS),
+        workers=workers,
         topics=_read_topics(stores.dashboard, namespace, now),
         recurring=read_recurring(using, namespace),
         db_size_bytes=stores.upkeep.total_db_size_bytes(),
+        consumer_lags=_read_consumer_lags(stores.dashboard, namespace),
     )
 
 
-def _read_queues(stores: Stores, namespace: str, now: int) -> list[QueueFigure]:
+def _read_queues(
+    stores: Stores, namespace: str, now: int, workers: list[WorkerRow]
+) -> list[QueueFigure]:
     """Every queue's ready messages and, for those holding some, the oldest one's age;
-    paused queues too (those never used are listed with no messages), by name."""
+    paused queues too (those never used are listed with no messages), by name; each
+    with the jobs the live ``workers`` run from it."""
     reads = stores.dashboard
     paused = {queue.name: queue for queue in paused_queues(stores, namespace)}
+    running: dict[str, int] = {}
+    for worker in workers:
+        for queue_name, busy in worker.busy_queues.items():
+            running[queue_name] = running.get(queue_name, 0) + busy
     figures = []
     for queue_name, ready in reads.queue_depths(namespace):
         ready = max(ready, 0)
@@ -252,9 +283,14 @@ def _read_queues(stores: Stores, namespace: str, now: int) -> list[QueueFigure]:
                 oldest,
                 None if pause is None else pause.paused_at_ms,
                 None if pause is None else pause.by,
+                running.pop(queue_name, 0),
             )
         )
-    figures += [QueueFigure(q.name, 0, None, q.paused_at_ms, q.by) for q in paused.values()]
+    figures += [
+        QueueFigure(q.name, 0, None, q.paused_at_ms, q.by, running.pop(q.name, 0))
+        for q in paused.values()
+    ]
+    figures += [QueueFigure(name, 0, None, running=busy) for name, busy in running.items()]
     return sorted(figures, key=lambda figure: figure.queue_name)
 
 
@@ -302,7 +338,7 @@ def _read_topics(reads: DashboardPort, namespace: str, now: int) -> list[TopicFi
         )
         if not active and topic.startswith(RESERVED_PREFIX):
             continue  # later_django's own topics are shown only while in use
-        shown = [
+        every = [
             _partition_figure(
                 (topic, partition_id),
                 heads.get((topic, partition_id)),
@@ -310,17 +346,30 @@ def _read_topics(reads: DashboardPort, namespace: str, now: int) -> list[TopicFi
                 sequences.get((topic, partition_id)),
                 now,
             )
-            for partition_id in active[:PARTITIONS_SHOWN_PER_TOPIC]
+            for partition_id in active
         ]
+        shown = every[:PARTITIONS_SHOWN_PER_TOPIC]
         figures.append(
             TopicFigure(
                 topic=topic,
                 partitions=partitions,
                 shown=shown,
                 not_shown=max(len(active) - len(shown), 0),
+                backlog=sum(partition.backlog for partition in every),
+                blocked_heads=sum(partition.blocked for partition in every),
             )
         )
     return figures
+
+
+def _read_consumer_lags(reads: DashboardPort, namespace: str) -> list[ConsumerLag]:
+    """Every consumer group's lag on every partition it has an offset on."""
+    ends = reads.log_partition_ends(namespace, _PARTITION_ROWS_READ)
+    offsets = reads.consumer_offsets(namespace, _PARTITION_ROWS_READ)
+    return [
+        ConsumerLag(group, topic, partition, max(ends.get((topic, partition), 0) - offset, 0))
+        for (group, topic, partition), offset in offsets.items()
+    ]
 
 
 def _partition_figure(

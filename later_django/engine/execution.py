@@ -121,6 +121,8 @@ class Outcome:
     error: JobError | None = None
     exception: BaseException | None = None
     retryable: bool = True
+    #: How long the task ran (from its call to its return or raise).
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)

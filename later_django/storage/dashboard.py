@@ -127,6 +127,24 @@ class DashboardReads:
             )
         }
 
+    def log_partition_ends(self, namespace: str, limit: int) -> dict[PartitionKey, int]:
+        """The next offset of at most ``limit`` retained-log partitions that ever had a
+        record, in (topic, partition) order."""
+        rows = self._driver.fetch_all(
+            self._q.log_partition_ends, {"namespace": namespace, "limit": limit}
+        )
+        return {(topic, int(partition)): int(offset) for topic, partition, offset in rows}
+
+    def consumer_offsets(self, namespace: str, limit: int) -> dict[tuple[str, str, int], int]:
+        """``(group, topic, partition)`` → the group's next offset, for at most ``limit``
+        offset rows, in (group, topic, partition) order."""
+        rows = self._driver.fetch_all(
+            self._q.consumer_offsets, {"namespace": namespace, "limit": limit}
+        )
+        return {
+            (group, topic, int(partition)): int(offset) for group, topic, partition, offset in rows
+        }
+
     def unclaimed_messages_published_between(
         self,
         namespace: str,

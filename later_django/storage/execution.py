@@ -96,7 +96,8 @@ class ExecutionStore:
         return {job_id: ExecutionLease(job_id, owner, int(until)) for job_id, owner, until in rows}
 
     def worker_heartbeat(self, namespace: str, worker: WorkerRow) -> None:
-        """Creates or refreshes the worker's row (``busy`` and ``heartbeat_at``)."""
+        """Creates or refreshes the worker's row (``busy``, ``busy_queues`` and
+        ``heartbeat_at``)."""
         self._driver.execute(
             self._q.worker_heartbeat,
             {
@@ -107,6 +108,7 @@ class ExecutionStore:
                 "concurrency": worker.concurrency,
                 "queues": json.dumps(worker.queues),
                 "busy": worker.busy,
+                "busy_queues": json.dumps(worker.busy_queues, sort_keys=True),
                 "started_at": worker.started_at_ms,
                 "heartbeat_at": worker.heartbeat_at_ms,
             },
@@ -159,6 +161,29 @@ class ExecutionStore:
                 busy=int(busy),
                 started_at_ms=int(started),
                 heartbeat_at_ms=int(heartbeat),
+                busy_queues=_busy_queues(busy_queues),
             )
-            for worker_id, host, pid, concurrency, queues, busy, started, heartbeat in rows
+            for (
+                worker_id,
+                host,
+                pid,
+                concurrency,
+                queues,
+                busy,
+                busy_queues,
+                started,
+                heartbeat,
+            ) in rows
         ]
+
+
+def _busy_queues(text: str | None) -> dict[str, int]:
+    """The ``busy_queues`` column: a JSON object of queue name to running jobs (a row
+    written before migration 0011, or not an object: none)."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(queue): int(count) for queue, count in value.items() if isinstance(count, int)}

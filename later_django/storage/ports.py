@@ -507,6 +507,14 @@ class DashboardPort(Protocol):
     def partition_next_sequences(self, namespace: str, limit: int) -> dict[PartitionKey, int]:
         """The next sequence to allocate of at most ``limit`` partitions."""
 
+    def log_partition_ends(self, namespace: str, limit: int) -> dict[PartitionKey, int]:
+        """The next offset of at most ``limit`` retained-log partitions that ever had a
+        record, in (topic, partition) order."""
+
+    def consumer_offsets(self, namespace: str, limit: int) -> dict[tuple[str, str, int], int]:
+        """``(group, topic, partition)`` → the group's next offset, for at most ``limit``
+        offset rows, in (group, topic, partition) order."""
+
     def unclaimed_messages_published_between(
         self,
         namespace: str,

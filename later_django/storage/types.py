@@ -208,6 +208,8 @@ class WorkerRow:
     busy: int
     started_at_ms: int
     heartbeat_at_ms: int
+    #: The running jobs per queue (queues with none left out).
+    busy_queues: dict[str, int] = field(default_factory=dict)
 
 
 # --- The delivery queue ---

@@ -45,7 +45,11 @@ class Deadlines:
         the process to be replaced. A database error propagates (to the loop's
         back-off) and the jobs not yet written are written at the next check (a
         second write of one changes nothing: the lease fences it)."""
-        for job in self.jobs.abandon_past_deadline(now_ms()):
+        now = now_ms()
+        given_up = self.jobs.abandon_past_deadline(now)
+        if given_up:
+            self.context.telemetry.timed_out(given_up, [_ran_seconds(job, now) for job in given_up])
+        for job in given_up:
             logger.error(
                 "job %s (task %s): %s; recording it failed by TaskTimeout",
                 job.record.job_id,
@@ -70,6 +74,10 @@ class Deadlines:
                 error_class=TaskTimeout,
             )
             self._unrecorded.pop(0)
+
+
+def _ran_seconds(job: StartedJob, now: int) -> float:
+    return max(now - (job.record.last_attempted_at_ms or now), 0) / 1000
 
 
 def _why(job: StartedJob) -> str:

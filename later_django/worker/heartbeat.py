@@ -2,7 +2,7 @@
 
 Every third of the lease it extends, on its own connection, the delivery
 leases and execution leases of every job the process holds, and refreshes the
-process's row in ``later_worker`` (busy count, heartbeat time). A process that
+process's row in ``later_worker`` (busy count, busy per queue, heartbeat time). A process that
 stops beating (killed, frozen) loses its leases when they lapse, and its jobs
 are delivered again. The thread owns that row: :meth:`Heartbeat.retire` ends
 it and then removes the row, so no beat still in flight can write it back.
@@ -20,6 +20,7 @@ from django.db import close_old_connections, connections
 from later_django.core.clock import now_ms
 from later_django.storage.stores import Stores
 from later_django.storage.types import WorkerRow
+from later_django.worker.telemetry import NO_TELEMETRY, Telemetry
 
 logger = logging.getLogger("later_django.worker")
 
@@ -39,6 +40,8 @@ class Heartbeat(threading.Thread):
         finishing: Callable[[], set[int]],
         stop: threading.Event,
         renew_also: Callable[[], None] | None = None,
+        busy_queues: Callable[[], dict[str, int]] | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         super().__init__(name="later-heartbeat", daemon=True)
         self.stores = stores
@@ -50,6 +53,9 @@ class Heartbeat(threading.Thread):
         self.stop = stop
         #: Further leases renewed at each beat (the limited queues' slots).
         self.renew_also = renew_also
+        #: Running jobs per queue, written with ``busy`` (the metrics view's figure).
+        self.busy_queues = busy_queues
+        self.telemetry = telemetry
 
     def beat(self) -> None:
         """One renewal of everything held, and the worker row."""
@@ -67,6 +73,7 @@ class Heartbeat(threading.Thread):
                 if sequence not in kept and sequence in still_held and sequence not in finishing
             ]
             if lost:
+                self.telemetry.lease_lost("delivery", len(lost))
                 logger.warning(
                     "lost the delivery lease of %d message(s); they may run again elsewhere",
                     len(lost),
@@ -77,8 +84,14 @@ class Heartbeat(threading.Thread):
             )
         if self.renew_also is not None:
             self.renew_also()
+        busy_queues = {} if self.busy_queues is None else self.busy_queues()
         self.worker = WorkerRow(
-            **{**self.worker.__dict__, "busy": len(job_ids), "heartbeat_at_ms": now}
+            **{
+                **self.worker.__dict__,
+                "busy": len(job_ids),
+                "busy_queues": busy_queues,
+                "heartbeat_at_ms": now,
+            }
         )
         executions.worker_heartbeat(self.namespace, self.worker)
 

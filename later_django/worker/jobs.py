@@ -17,10 +17,12 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from later_django.core.clock import now_ms
 from later_django.engine.execution import Outcome, StartedJob
 from later_django.storage.partitions import Partition
 from later_django.worker.bell import Bell
 from later_django.worker.task_calls import run_job
+from later_django.worker.telemetry import NO_TELEMETRY, Telemetry
 
 
 class RunningJobs:
@@ -30,8 +32,15 @@ class RunningJobs:
     that is only acknowledged counts too); ``finished_total`` written outcomes.
     """
 
-    def __init__(self, concurrency: int, max_jobs: int | None, wake: Bell) -> None:
+    def __init__(
+        self,
+        concurrency: int,
+        max_jobs: int | None,
+        wake: Bell,
+        telemetry: Telemetry = NO_TELEMETRY,
+    ) -> None:
         self.concurrency = concurrency
+        self._telemetry = telemetry
         self.max_jobs = max_jobs
         self._wake = wake
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="later-job")
@@ -105,6 +114,15 @@ class RunningJobs:
                 self.abandoned.add(job.record.job_id)
             return due
 
+    def busy_queues(self) -> dict[str, int]:
+        """Jobs in flight per queue (queues with none left out)."""
+        with self._lock:
+            started = list(self.in_flight.values())
+        counts: dict[str, int] = {}
+        for job in started:
+            counts[job.record.queue_name] = counts.get(job.record.queue_name, 0) + 1
+        return counts
+
     def running_job_ids(self) -> list[str]:
         with self._lock:
             return [job.record.job_id for job in self.in_flight.values()]
@@ -175,6 +193,8 @@ class RunningJobs:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _submit(self, started: Sequence[StartedJob]) -> None:
+        if started:
+            self._telemetry.started(started, now_ms())
         for job in started:
             self._pool.submit(self._run, job)
 

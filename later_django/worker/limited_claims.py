@@ -125,6 +125,7 @@ class LimitedClaims:
         )
         lost = set(held) - kept
         if lost:
+            self.context.telemetry.lease_lost("queue_slot", len(lost))
             logger.warning(
                 "lost %d queue slot(s) (the lease lapsed); the queue may briefly run more "
                 "jobs than its concurrency limit",

@@ -104,6 +104,8 @@ class JobLoop:
         if self.jobs.done_with_max_jobs():
             return True
         claimed = self._claim_and_start()
+        # After this turn's finish and claim: what holds while the loop waits next.
+        self.context.telemetry.threads(len(self.jobs.in_flight), self.jobs.concurrency)
         self.scheduler.tick()
         if claimed:
             return False
@@ -225,6 +227,7 @@ class JobLoop:
         self.heads.after_finish(outcomes, started, slots)
         self.jobs.written(outcomes, started)
         self.limited.finished(outcomes)
+        context.telemetry.finished(outcomes, records)
         for outcome, record in zip(outcomes, records, strict=True):
             if record.stage != stages.RUNNING:  # still running: a fenced, stale outcome
                 announce_finished(outcome, record)

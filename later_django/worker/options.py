@@ -16,6 +16,7 @@ from django.utils.crypto import get_random_string
 from later_django.conf import LaterSettings, later_settings
 from later_django.storage.driver import Driver
 from later_django.storage.stores import Stores, stores_for
+from later_django.worker.telemetry import NO_TELEMETRY, Telemetry
 
 #: How a worker that takes every queue shows its queues (log line, ``later_worker`` row).
 EVERY_QUEUE = "*"
@@ -46,15 +47,17 @@ class WorkerOptions:
 
 @dataclass(frozen=True)
 class WorkerContext:
-    """One worker process's options, settings, id (``host:pid:random``) and stores."""
+    """One worker process's options, settings, id (``host:pid:random``), stores, and
+    where it reports its figures (``--metrics-port``; by default nowhere)."""
 
     options: WorkerOptions
     settings: LaterSettings
     worker_id: str
     stores: Stores
+    telemetry: Telemetry = NO_TELEMETRY
 
     @classmethod
-    def create(cls, options: WorkerOptions) -> WorkerContext:
+    def create(cls, options: WorkerOptions, telemetry: Telemetry = NO_TELEMETRY) -> WorkerContext:
         """The context under the current ``LATER`` settings (no database access)."""
         settings = later_settings()
         return cls(
@@ -62,6 +65,7 @@ class WorkerContext:
             settings=settings,
             worker_id=f"{socket.gethostname()}:{os.getpid()}:{get_random_string(6)}",
             stores=stores_for(settings.database),
+            telemetry=telemetry,
         )
 
     @property

@@ -58,6 +58,7 @@ class PartitionAssignment:
         self.lease_ms = context.lease_ms
         self.stores = context.stores
         self.busy = busy
+        self.telemetry = context.telemetry
         #: partition -> epoch of the lease this worker holds
         self.held: dict[Partition, int] = {}
         self._last_refresh = 0.0
@@ -114,6 +115,8 @@ class PartitionAssignment:
         store.materialize_heads(self.namespace, held)
         gained = set(held) - set(self.held)
         lost = set(self.held) - set(held) - set(unwanted)
+        if lost:
+            self.telemetry.lease_lost("partition", len(lost))
         if gained or lost or unwanted:
             logger.info(
                 "partitions: %d held (%d taken, %d released, %d lost) among %d live worker(s)",

@@ -33,6 +33,7 @@ from django.db import connections
 from later_django.worker.bell import Bell
 from later_django.worker.health_file import HealthFile, child_path
 from later_django.worker.options import WorkerOptions
+from later_django.worker.telemetry import NO_TELEMETRY, Telemetry
 
 logger = logging.getLogger("later_django.worker")
 
@@ -85,9 +86,12 @@ class ProcessControl:
     listener) at exit.
     """
 
-    def __init__(self, options: WorkerOptions, using: str) -> None:
+    def __init__(
+        self, options: WorkerOptions, using: str, telemetry: Telemetry = NO_TELEMETRY
+    ) -> None:
         self.options = options
         self.using = using
+        self.telemetry = telemetry
         self.wake = Bell()
         self.stopping = Bell()
         self.exiting = Bell()
@@ -201,6 +205,7 @@ class ProcessControl:
         """Logs ``error``, closes the connection, and waits the next back-off delay
         (cut short by a stop signal)."""
         delay = backoff.next()
+        self.telemetry.database_error()
         logger.warning("database error (%s); retrying in %.2fs", error, delay)
         # Alive, if the database is not: a liveness probe must not restart the fleet.
         self.alive()

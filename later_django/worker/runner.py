@@ -45,6 +45,7 @@ from later_django.worker.loop import JobLoop
 from later_django.worker.options import WorkerContext, WorkerOptions
 from later_django.worker.process import EXIT_REPLACE, ProcessControl
 from later_django.worker.scheduler import Scheduler
+from later_django.worker.telemetry import NO_TELEMETRY, Telemetry
 from later_django.worker.wakeup import NotificationListener, start_wakeup
 
 #: How long the exit waits for a heartbeat in flight before removing the row.
@@ -60,10 +61,10 @@ class Worker:
 
     Building one touches no database; :meth:`run` is called once."""
 
-    def __init__(self, options: WorkerOptions) -> None:
-        self.context = WorkerContext.create(options)
-        self.process = ProcessControl(options, self.context.using)
-        self.jobs = RunningJobs(options.concurrency, options.max_jobs, self.process.wake)
+    def __init__(self, options: WorkerOptions, telemetry: Telemetry = NO_TELEMETRY) -> None:
+        self.context = WorkerContext.create(options, telemetry)
+        self.process = ProcessControl(options, self.context.using, telemetry)
+        self.jobs = RunningJobs(options.concurrency, options.max_jobs, self.process.wake, telemetry)
         self.heads = HeadClaims(self.context, self.jobs)
         self.scheduler = Scheduler(self.context, self.process.wake)
         self.hand_back = HandBack(self.context)
@@ -164,6 +165,8 @@ class Worker:
             finishing=self.jobs.finishing,
             stop=self.process.stop_threads,
             renew_also=self.limited.renew if self.limited.queues else None,
+            busy_queues=self.jobs.busy_queues,
+            telemetry=context.telemetry,
         )
 
     def _exit(self, heartbeat: Heartbeat, listener: NotificationListener | None) -> None:

@@ -138,6 +138,8 @@ class _Supervisor:
     exit_code: int = 0
     #: ``--health-file``: touched while every child touches its own.
     health: SupervisorHealth | None = None
+    #: Told the pid of each child that exited (``--metrics-port`` drops its gauges).
+    child_gone: Callable[[int], None] | None = None
 
     def on_signal(self, signum: int, frame: object) -> None:
         """Signal handler: forwards SIGTERM to every child and rings; takes no lock."""
@@ -172,6 +174,8 @@ class _Supervisor:
                 continue
             if self.health is not None:
                 self.health.child_gone(pid)
+            if self.child_gone is not None:
+                self.child_gone(pid)
             code = os.waitstatus_to_exitcode(status)
             if self.signals_seen:
                 self.exit_code = self.exit_code or (0 if code == 0 else 1)
@@ -235,10 +239,12 @@ def supervise(
     *,
     burst: bool = False,
     health_file: str | None = None,
+    child_gone: Callable[[int], None] | None = None,
 ) -> int:
     """Keeps ``processes`` children running ``run_child(supervisor_pid)`` until a
     signal stops them (or, with ``burst``, until each has exited); the exit code:
     0, or 1 when a child failed after a stop or during a burst. With ``health_file``
-    it touches that file while every child touches its own (``worker.health_file``)."""
+    it touches that file while every child touches its own (``worker.health_file``).
+    ``child_gone(pid)`` is called once for each child reaped."""
     health = None if health_file is None else SupervisorHealth(health_file)
-    return _Supervisor(processes, run_child, burst, health=health).run()
+    return _Supervisor(processes, run_child, burst, health=health, child_gone=child_gone).run()

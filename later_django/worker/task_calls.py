@@ -11,6 +11,7 @@ the task's own work, and a successful job costs no log formatting.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -46,8 +47,11 @@ def run_job(job: StartedJob, *, manage_connections: bool = True) -> Outcome:
     task on the test's own connection, inside the test's transaction."""
     if manage_connections:
         close_old_connections()
+    started = time.perf_counter()
     try:
-        return _outcome(job)
+        outcome = _outcome(job)
+        outcome.seconds = time.perf_counter() - started
+        return outcome
     finally:
         if manage_connections:
             close_old_connections()

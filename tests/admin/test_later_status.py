@@ -68,6 +68,7 @@ def test_json_has_the_documented_shape(later_db: str) -> None:
         "workers",
         "topics",
         "recurring",
+        "consumer_lags",
         "db_size_bytes",
     }
     assert list(document["stages"]) == sorted(STAGES) or set(document["stages"]) == set(STAGES)

@@ -93,6 +93,8 @@ def test_the_metadata_names_the_supported_versions_urls_and_extras(
     requires = metadata.get_all("Requires-Dist")
     assert "Django<6.2,>=5.2" in requires
     assert any(r.startswith("django-tasks") and 'extra == "django52"' in r for r in requires)
+    assert any(r.startswith("prometheus-client") and 'extra == "metrics"' in r for r in requires)
+    assert any(r.startswith("opentelemetry-api") and 'extra == "otel"' in r for r in requires)
     urls = dict(entry.split(", ", 1) for entry in metadata.get_all("Project-URL"))
     assert urls["Source"] == "https://github.com/later-django/later-django"
     assert all(

@@ -292,3 +292,35 @@ def test_unclaimed_messages_published_between_one_queue_and_priority(db_alias: s
     assert [payload for _, payload in between(NS, "other-queue", 0, base, base + 9_000, 10)] == [
         b"other"
     ]
+
+
+# --- log_partition_ends, consumer_offsets (the metrics view's consumer lag) ---
+
+
+def test_log_partition_ends_and_consumer_offsets_read_every_topic_of_the_namespace(
+    db_alias: str,
+) -> None:
+    stores = stores_for(db_alias)
+    log = stores.log
+    log.append("ns", "events", 1_000, [(0, None, b"a"), (0, None, b"b"), (1, None, b"c")])
+    log.append("ns", "audit", 1_000, [(0, None, b"d")])
+    log.append("other", "events", 1_000, [(0, None, b"e")])
+    log.group_ensure("ns", "mailer", "events", 2, 1_000)
+    run_sql(
+        db_alias,
+        "UPDATE later_log_consumer_offset SET next_offset = 1"
+        " WHERE namespace = %s AND group_name = %s AND partition_id = 0",
+        ["ns", "mailer"],
+    )
+    reads = stores.dashboard
+    assert reads.log_partition_ends("ns", 100) == {
+        ("audit", 0): 1,
+        ("events", 0): 2,
+        ("events", 1): 1,
+    }
+    assert reads.log_partition_ends("ns", 1) == {("audit", 0): 1}
+    assert reads.consumer_offsets("ns", 100) == {
+        ("mailer", "events", 0): 1,
+        ("mailer", "events", 1): 0,
+    }
+    assert reads.consumer_offsets("other", 100) == {}

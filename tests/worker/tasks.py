@@ -101,3 +101,19 @@ def sleep_past_timeout(path: str, label: str, seconds: float) -> str:
     time.sleep(seconds)
     append_line(path, {"label": label, "event": "end"})
     return label
+
+
+@task
+def fail_always(path: str, label: str) -> None:
+    """Writes a ``run`` line and raises ``ValueError``, at every attempt."""
+    append_line(path, {"label": label, "event": "run"})
+    raise ValueError(f"{label} always fails")
+
+
+@task(takes_context=True)
+def fail_on_first_attempt(context: TaskContext, path: str, label: str) -> str:
+    """Raises ``ValueError`` at its first attempt; returns ``label`` at the next."""
+    append_line(path, {"label": label, "event": "run", "attempt": context.attempt})
+    if context.attempt == 1:
+        raise ValueError(f"{label} fails once")
+    return label

@@ -33,6 +33,16 @@ from later_django.worker.health_file import check_writable
 from later_django.worker.process import EXIT_REPLACE
 from later_django.worker.runner import Worker, WorkerOptions
 from later_django.worker.supervisor import supervise
+from later_django.worker.telemetry import NO_TELEMETRY, Telemetry
+
+
+def _metrics_export() -> Any:
+    """:mod:`later_django.worker.prometheus_export`, or ``CommandError`` naming the extra."""
+    try:
+        from later_django.worker import prometheus_export
+    except ImportError as error:
+        raise CommandError(str(error)) from None
+    return prometheus_export
 
 
 def replace_this_process() -> None:
@@ -81,6 +91,16 @@ def chosen_queues(requested: list[str] | None) -> list[str] | None:
             f"(known: {', '.join(known or [])}; QUEUES: [] allows any name)"
         )
     return list(dict.fromkeys(requested))
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise ValueError(text)
+    return value
+
+
+_port.__name__ = "port number (1-65535)"
 
 
 def _positive(kind: type) -> Any:
@@ -147,6 +167,21 @@ class Command(BaseCommand):
         )
 
         parser.add_argument(
+            "--metrics-port",
+            type=_port,
+            default=None,
+            metavar="N",
+            help="serve this worker's Prometheus metrics on port N (with --processes, the "
+            "children's summed, from the supervisor); needs later-django[metrics]",
+        )
+        parser.add_argument(
+            "--metrics-host",
+            default="127.0.0.1",
+            metavar="ADDRESS",
+            help="the address --metrics-port listens on (default 127.0.0.1; 0.0.0.0 for "
+            "every interface)",
+        )
+        parser.add_argument(
             "--health-file",
             metavar="PATH",
             help="touch PATH at least every few seconds while the worker's loop turns, also "
@@ -175,8 +210,28 @@ class Command(BaseCommand):
             health_file=health_file,
         )
 
+        processes = options["processes"]
+        port, host = options["metrics_port"], options["metrics_host"]
+        export = None
+        telemetry: Telemetry = NO_TELEMETRY
+        if port is not None:
+            export_module = _metrics_export()
+            try:
+                if processes == 1:
+                    telemetry = export_module.serve_process(port, host)
+                else:
+                    export = export_module.SupervisorExport(port, host)
+                    export.serve()
+            except OSError as error:
+                if export is not None:
+                    export.close()
+                raise CommandError(f"--metrics-port {port} on {host}: {error}") from None
+
         def run_one(parent_pid: int | None = None) -> int:
-            worker = Worker(dataclasses.replace(worker_options, parent_pid=parent_pid))
+            child_telemetry = telemetry if export is None else export.in_child()
+            worker = Worker(
+                dataclasses.replace(worker_options, parent_pid=parent_pid), child_telemetry
+            )
             worker.install_signal_handlers()
             code = worker.run()
             if worker.has_stuck_threads:
@@ -190,10 +245,19 @@ class Command(BaseCommand):
                 os._exit(code)
             return code
 
-        processes = options["processes"]
         if processes == 1:
             code = run_one()
         else:
-            code = supervise(processes, run_one, burst=options["burst"], health_file=health_file)
+            try:
+                code = supervise(
+                    processes,
+                    run_one,
+                    burst=options["burst"],
+                    health_file=health_file,
+                    child_gone=None if export is None else export.child_gone,
+                )
+            finally:
+                if export is not None:
+                    export.close()
         if code:
             raise SystemExit(code)

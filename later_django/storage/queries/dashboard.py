@@ -62,6 +62,16 @@ class DashboardQueries:
         " FROM later_partition_sequence WHERE namespace = %(namespace)s"
         " ORDER BY topic, partition_id LIMIT %(limit)s"
     )
+    # Consumer-group positions: tables as small as topics x partitions (x groups).
+    log_partition_ends = (
+        "SELECT topic, partition_id, next_offset FROM later_log_partition"
+        " WHERE namespace = %(namespace)s ORDER BY topic, partition_id LIMIT %(limit)s"
+    )
+    consumer_offsets = (
+        "SELECT group_name, topic, partition_id, next_offset FROM later_log_consumer_offset"
+        " WHERE namespace = %(namespace)s ORDER BY group_name, topic, partition_id"
+        " LIMIT %(limit)s"
+    )
     # Through the claim index (namespace, queue, priority, available_at).
     unclaimed_messages_published_between = (
         "SELECT sequence, payload FROM later_delivery_queue"

@@ -25,10 +25,11 @@ class ExecutionQueries:
 
     worker_heartbeat = (
         "INSERT INTO later_worker (namespace, worker_id, host, pid, concurrency, queues, "
-        "busy, started_at, heartbeat_at) VALUES (%(namespace)s, %(worker_id)s, %(host)s, "
-        "%(pid)s, %(concurrency)s, %(queues)s, %(busy)s, %(started_at)s, %(heartbeat_at)s) "
+        "busy, busy_queues, started_at, heartbeat_at) VALUES (%(namespace)s, %(worker_id)s, "
+        "%(host)s, %(pid)s, %(concurrency)s, %(queues)s, %(busy)s, %(busy_queues)s, "
+        "%(started_at)s, %(heartbeat_at)s) "
         "ON CONFLICT (namespace, worker_id) DO UPDATE SET busy = excluded.busy, "
-        "heartbeat_at = excluded.heartbeat_at"
+        "busy_queues = excluded.busy_queues, heartbeat_at = excluded.heartbeat_at"
     )
     worker_remove = (
         "DELETE FROM later_worker WHERE namespace = %(namespace)s AND worker_id = %(worker_id)s"
@@ -54,9 +55,9 @@ class ExecutionQueries:
         "AND lease_until < %(before)s"
     )
     workers_live = (
-        "SELECT worker_id, host, pid, concurrency, queues, busy, started_at, heartbeat_at "
-        "FROM later_worker WHERE namespace = %(namespace)s AND heartbeat_at > %(after)s "
-        "ORDER BY worker_id"
+        "SELECT worker_id, host, pid, concurrency, queues, busy, busy_queues, started_at, "
+        "heartbeat_at FROM later_worker "
+        "WHERE namespace = %(namespace)s AND heartbeat_at > %(after)s ORDER BY worker_id"
     )
 
     # Spelled per vendor.

@@ -1,0 +1,157 @@
+"""``later_worker --metrics-port``: the worker's figures over HTTP for Prometheus.
+
+One process: :func:`serve_process` starts prometheus-client's HTTP server on a
+daemon thread of the worker, with the worker's families and the process
+collector. A supervisor (``--processes N``): :class:`SupervisorExport` gives the
+children a directory for prometheus-client's multiprocess files before they are
+forked, serves the families summed over its children (and those that have
+exited: counters never go back), drops a dead child's live gauges, and removes
+the directory at exit. Each child then writes its figures to files only
+(:func:`child_telemetry`).
+
+The families are :data:`later_django.core.metric_names.WORKER_METRICS`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from later_django.core.metric_names import DURATION_BUCKETS, WORKER_METRICS
+from later_django.core.records import JobRecord
+from later_django.engine.execution import Outcome, StartedJob
+from later_django.worker.telemetry import Telemetry, outcome_label
+
+try:
+    import prometheus_client
+    from prometheus_client import (
+        CollectorRegistry,
+        Counter,
+        Gauge,
+        Histogram,
+        ProcessCollector,
+        multiprocess,
+        values,
+    )
+except ImportError as error:  # pragma: no cover - the extra is installed in the tests
+    raise ImportError(
+        "later_worker --metrics-port needs prometheus-client: pip install 'later-django[metrics]'"
+    ) from error
+
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_HELP = {metric.name: metric.help for metric in WORKER_METRICS}
+_LABELS = {metric.name: list(metric.labels) for metric in WORKER_METRICS}
+
+
+class PrometheusTelemetry(Telemetry):
+    """The worker's reports as prometheus-client families in ``registry`` (None: not
+    registered anywhere, as a supervised child's, whose values go to files)."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        def made(kind: Any, name: str, **extra: Any) -> Any:
+            return kind(name, _HELP[name], _LABELS[name], registry=registry, **extra)
+
+        self._jobs = made(Counter, "later_jobs")
+        self._duration = made(Histogram, "later_job_duration_seconds", buckets=DURATION_BUCKETS)
+        self._wait = made(Histogram, "later_job_wait_seconds", buckets=DURATION_BUCKETS)
+        self._claimed = made(Counter, "later_claimed_jobs")
+        self._lease_losses = made(Counter, "later_lease_losses")
+        self._database_errors = made(Counter, "later_database_errors")
+        # Summed over the live children; a dead child's are dropped (mark_process_dead).
+        self._busy = made(Gauge, "later_worker_busy_threads", multiprocess_mode="livesum")
+        self._threads = made(Gauge, "later_worker_threads", multiprocess_mode="livesum")
+        self._last_threads = (-1, -1)
+
+    def started(self, jobs: Sequence[StartedJob], now_ms: int) -> None:
+        for job in jobs:
+            record = job.record
+            self._claimed.labels(record.queue_name).inc()
+            if record.ready_at_ms is not None:
+                wait = max(now_ms - record.ready_at_ms, 0) / 1000
+                self._wait.labels(record.queue_name).observe(wait)
+
+    def finished(self, outcomes: Sequence[Outcome], records: Sequence[JobRecord]) -> None:
+        for outcome, record in zip(outcomes, records, strict=True):
+            label = outcome_label(record)
+            if label is None:
+                continue
+            self._jobs.labels(record.task_path, record.queue_name, label).inc()
+            self._duration.labels(record.task_path, record.queue_name).observe(outcome.seconds)
+
+    def timed_out(self, jobs: Sequence[StartedJob], seconds: Sequence[float]) -> None:
+        for job, ran in zip(jobs, seconds, strict=True):
+            record = job.record
+            self._jobs.labels(record.task_path, record.queue_name, "timed_out").inc()
+            self._duration.labels(record.task_path, record.queue_name).observe(ran)
+
+    def lease_lost(self, lease: str, count: int) -> None:
+        self._lease_losses.labels(lease).inc(count)
+
+    def database_error(self) -> None:
+        self._database_errors.inc()
+
+    def threads(self, busy: int, total: int) -> None:
+        # Unchanged figures are not written again (a multiprocess gauge is a file write).
+        if (busy, total) != self._last_threads:
+            self._last_threads = (busy, total)
+            self._busy.set(busy)
+            self._threads.set(total)
+
+
+def serve_process(port: int, host: str) -> PrometheusTelemetry:
+    """Serves this process's families (and its process collector) on ``host:port``
+    from a daemon thread; returns the telemetry that feeds them. Raises ``OSError``
+    when the port cannot be bound."""
+    registry = CollectorRegistry(auto_describe=True)
+    ProcessCollector(registry=registry)
+    telemetry = PrometheusTelemetry(registry)
+    prometheus_client.start_http_server(port, addr=host, registry=registry)
+    return telemetry
+
+
+def child_telemetry() -> PrometheusTelemetry:
+    """In a supervised child: telemetry whose values go to the supervisor's
+    multiprocess directory. The value class is chosen here, not at import: the
+    project may have imported prometheus-client before the directory was set."""
+    if not getattr(values.ValueClass, "_multiprocess", False):
+        values.ValueClass = values.MultiProcessValue()
+    return PrometheusTelemetry(None)
+
+
+class SupervisorExport:
+    """The supervisor's side of ``--metrics-port`` with ``--processes``."""
+
+    def __init__(self, port: int, host: str) -> None:
+        self.port = port
+        self.host = host
+        self.directory = tempfile.mkdtemp(prefix="later-metrics-")
+        self._server: Any = None
+        # Read by the children's prometheus-client (they inherit the environment).
+        os.environ[MULTIPROCESS_DIR_ENV] = self.directory
+
+    def serve(self) -> None:
+        """Serves the children's families summed; raises ``OSError`` for a port in use."""
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=self.directory)
+        self._server, _ = prometheus_client.start_http_server(
+            self.port, addr=self.host, registry=registry
+        )
+
+    def in_child(self) -> PrometheusTelemetry:
+        """In a forked child: closes the inherited listening socket (the port must be
+        free once the supervisor is gone) and returns the child's telemetry."""
+        if self._server is not None:
+            self._server.socket.close()
+        return child_telemetry()
+
+    def child_gone(self, pid: int) -> None:
+        """Drops the live gauges of an exited child (its counters stay in the sums)."""
+        multiprocess.mark_process_dead(pid, self.directory)
+
+    def close(self) -> None:
+        if os.environ.get(MULTIPROCESS_DIR_ENV) == self.directory:
+            del os.environ[MULTIPROCESS_DIR_ENV]
+        shutil.rmtree(self.directory, ignore_errors=True)
