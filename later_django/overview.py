@@ -18,7 +18,10 @@ table (counters, metric buckets, workers, partitions); none counts or scans
 * the oldest ready message of a queue is the first ready one in queue order
   (a walk of the primary key that stops at the first match), asked only for
   queues whose counter says they hold ready messages;
-* paused queues are one bounded key range of ``later_storage``.
+* paused queues are one bounded key range of ``later_storage``;
+* running jobs per queue are the live workers' ``busy_queues`` (their rows, as
+  the heartbeat last wrote them), consumer-group lag the retained logs' end
+  offsets less the groups' committed ones (two small tables).
 
 Every read is a store's (:class:`~later_django.storage.dashboard.DashboardReads`
 and the index, execution and upkeep stores of :func:`~later_django.storage.stores.stores_for`);
@@ -28,6 +31,7 @@ this module composes the figures.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -264,10 +268,9 @@ def _read_queues(
     with the jobs the live ``workers`` run from it."""
     reads = stores.dashboard
     paused = {queue.name: queue for queue in paused_queues(stores, namespace)}
-    running: dict[str, int] = {}
+    running: Counter[str] = Counter()
     for worker in workers:
-        for queue_name, busy in worker.busy_queues.items():
-            running[queue_name] = running.get(queue_name, 0) + busy
+        running.update(worker.busy_queues)
     figures = []
     for queue_name, ready in reads.queue_depths(namespace):
         ready = max(ready, 0)

@@ -174,11 +174,6 @@ WORKER_METRICS: tuple[MetricName, ...] = (
     ),
 )
 
-#: The ``outcome`` label values of ``later_jobs_total``.
-OUTCOMES: tuple[str, ...] = ("success", "failed", "retried", "cancelled", "timed_out")
-#: The ``lease`` label values of ``later_lease_losses_total``.
-LEASES: tuple[str, ...] = ("delivery", "partition", "queue_slot")
-
 
 def every_sample_name() -> frozenset[str]:
     """Every sample name either source can show."""

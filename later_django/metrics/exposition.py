@@ -15,7 +15,7 @@ from later_django.core.metric_names import VIEW_METRICS, MetricName
 from later_django.overview import Overview, read_overview
 
 try:
-    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
     from prometheus_client.core import GaugeMetricFamily
     from prometheus_client.registry import Collector
 except ImportError as error:  # pragma: no cover - the extra is installed in the tests
@@ -23,6 +23,8 @@ except ImportError as error:  # pragma: no cover - the extra is installed in the
         "later_django.metrics needs prometheus-client: pip install 'later-django[metrics]'"
     ) from error
 
+#: The text exposition format's content type (version included).
+CONTENT_TYPE = CONTENT_TYPE_LATEST
 #: A recurring job whose next run is this far past is overdue (its pass runs every 10 s).
 RECURRING_OVERDUE_MS = 60_000
 _BY_NAME: dict[str, MetricName] = {metric.name: metric for metric in VIEW_METRICS}

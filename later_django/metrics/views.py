@@ -14,14 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from later_django.conf import later_settings
-from later_django.metrics.exposition import render
-
-try:
-    from prometheus_client import CONTENT_TYPE_LATEST
-except ImportError as error:  # pragma: no cover - exposition raised the same already
-    raise ImportError(
-        "later_django.metrics needs prometheus-client: pip install 'later-django[metrics]'"
-    ) from error
+from later_django.metrics.exposition import CONTENT_TYPE, render
 
 
 def _bearer(request: HttpRequest) -> str | None:
@@ -59,6 +52,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
     if refused is not None:
         return refused
     namespaces = settings.metrics_namespaces or (settings.namespace,)
-    response = HttpResponse(render(namespaces), content_type=CONTENT_TYPE_LATEST)
+    response = HttpResponse(render(namespaces), content_type=CONTENT_TYPE)
     response["Cache-Control"] = "no-store"
     return response

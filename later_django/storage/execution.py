@@ -161,7 +161,7 @@ class ExecutionStore:
                 busy=int(busy),
                 started_at_ms=int(started),
                 heartbeat_at_ms=int(heartbeat),
-                busy_queues=_busy_queues(busy_queues),
+                busy_queues=json.loads(busy_queues),
             )
             for (
                 worker_id,
@@ -175,15 +175,3 @@ class ExecutionStore:
                 heartbeat,
             ) in rows
         ]
-
-
-def _busy_queues(text: str | None) -> dict[str, int]:
-    """The ``busy_queues`` column: a JSON object of queue name to running jobs (a row
-    written before migration 0011, or not an object: none)."""
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    if not isinstance(value, dict):
-        return {}
-    return {str(queue): int(count) for queue, count in value.items() if isinstance(count, int)}

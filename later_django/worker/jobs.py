@@ -13,7 +13,7 @@ are atomic).
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -117,11 +117,7 @@ class RunningJobs:
     def busy_queues(self) -> dict[str, int]:
         """Jobs in flight per queue (queues with none left out)."""
         with self._lock:
-            started = list(self.in_flight.values())
-        counts: dict[str, int] = {}
-        for job in started:
-            counts[job.record.queue_name] = counts.get(job.record.queue_name, 0) + 1
-        return counts
+            return dict(Counter(job.record.queue_name for job in self.in_flight.values()))
 
     def running_job_ids(self) -> list[str]:
         with self._lock:
