@@ -107,7 +107,17 @@ class WorkerProcess:
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
+            self.dump_stacks()
             pytest.fail(f"worker still running after {timeout} s\n{self.describe()}")
+
+    def dump_stacks(self) -> None:
+        """Every thread's stack of every live process of the worker's session into
+        its log (``faulthandler`` on SIGUSR1, see ``worker_settings``): what a
+        process that does not exit is doing."""
+        for pid in session_members(self.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGUSR1)
+        time.sleep(0.5)
 
     def kill(self) -> None:
         """SIGKILL to the worker and every process of its session."""
@@ -168,6 +178,10 @@ class Workers:
     def logs(self) -> str:
         return "\n".join(worker.describe() for worker in self.started)
 
+    def dump_stacks(self) -> None:
+        for worker in self.started:
+            worker.dump_stacks()
+
     def kill_all(self) -> None:
         for worker in self.started:
             if worker.alive() or session_members(worker.pid):
@@ -198,7 +212,10 @@ def wait_for(
         if value:
             return value
         if time.monotonic() > deadline:
-            logs = workers.logs() if workers is not None else ""
+            logs = ""
+            if workers is not None:
+                workers.dump_stacks()
+                logs = workers.logs()
             pytest.fail(f"{what}: not within {timeout} s\n{logs}")
         time.sleep(0.05)
 

@@ -8,8 +8,10 @@ pytest-django created, SQLite file or PostgreSQL) as JSON in
 e.g. ``RETRY``.
 """
 
+import faulthandler
 import json
 import os
+import signal
 
 from tests.settings import *  # noqa: F403
 
@@ -20,3 +22,7 @@ LATER = {
     **json.loads(os.environ.get("LATER_WORKER_LATER") or "{}"),
     "DATABASE": "default",
 }
+
+# A test whose worker does not exit in time sends SIGUSR1 before it fails
+# (``WorkerProcess.dump_stacks``): every thread's stack lands in the worker's log.
+faulthandler.register(signal.SIGUSR1, all_threads=True)
