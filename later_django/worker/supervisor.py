@@ -150,10 +150,16 @@ class _Supervisor:
         self.bell.ring()
 
     def start(self, number: int) -> None:
+        """Forks the child of slot ``number``, unless a stop signal has come: the check
+        and the fork are one step for the handler (both with stop signals blocked), so
+        a child is either forked before the handler runs, and gets its SIGTERM from
+        it, or not forked at all."""
         slot = self.slots[number]
         slot.restart_at = None
         slot.started_at = time.monotonic()
         with stop_signals_blocked():
+            if self.signals_seen:
+                return
             pid = _fork_child(self.run_child, self.bell)
             self.children[pid] = number
         if self.health is not None:
