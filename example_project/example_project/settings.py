@@ -94,6 +94,8 @@ LATER = {
     "TOPICS": {"orders": {"partitions": 8}},
     # Synced by the worker when it starts; the demo page lists it.
     "RECURRING": {"demo-heartbeat": {"cron": "* * * * *", "task": "demo.tasks.heartbeat"}},
+    # /later/metrics: staff users, or this bearer token (at least 24 characters) if set.
+    "METRICS": {"TOKEN": os.environ.get("LATER_METRICS_TOKEN") or None},
 }
 
 # With DEBUG, Django logs a line per task state change; a 1,000-job burst would flood the
