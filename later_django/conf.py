@@ -45,6 +45,7 @@ KNOWN_KEYS = (
     "TIMEOUT",
     "QUEUE_LIMITS",
     "METRICS",
+    "TRACING",
 )
 #: The options of ``LATER["METRICS"]`` (the metrics view, :mod:`later_django.metrics`).
 METRICS_OPTIONS = ("TOKEN", "NAMESPACES")
@@ -78,6 +79,10 @@ class LaterSettings:
     metrics_token: str | None = None
     #: The namespaces the metrics view reports; empty: ``namespace`` alone.
     metrics_namespaces: tuple[str, ...] = ()
+    #: ``LATER["TRACING"]``: False turns the OpenTelemetry spans off even where
+    #: opentelemetry-api is installed and a tracer provider is set
+    #: (:mod:`later_django.engine.tracing`).
+    tracing: bool = True
 
 
 def topic_problems(raw_topics: Any) -> list[str]:
@@ -285,6 +290,13 @@ def _metrics_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     return [("later_django.E015", f"{problem}.") for problem in problems]
 
 
+def _tracing_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    tracing = raw.get("TRACING", True)
+    if isinstance(tracing, bool):
+        return []
+    return [("later_django.E016", f"LATER['TRACING'] must be True or False, got {tracing!r}.")]
+
+
 def _retry_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     try:
         RetryPolicy.from_mapping(raw.get("RETRY", {}), "LATER['RETRY']")
@@ -306,6 +318,7 @@ _RULES: tuple[SettingRule, ...] = (
     _timeout_problems,
     _queue_limits_problems,
     _metrics_problems,
+    _tracing_problems,
 )
 #: Rules of keys whose validation lives above conf (``RECURRING``: the engine's,
 #: check E009), added by :mod:`later_django.checks` when it is imported (the app's
@@ -356,6 +369,7 @@ def later_settings() -> LaterSettings:
         queue_limits=queue_limits(raw.get("QUEUE_LIMITS")),
         metrics_token=raw.get("METRICS", {}).get("TOKEN"),
         metrics_namespaces=tuple(raw.get("METRICS", {}).get("NAMESPACES", ())),
+        tracing=raw.get("TRACING", True),
     )
     # Keyed on the settings object itself: override_settings installs a new one.
     _cache = (raw, resolved)

@@ -40,6 +40,7 @@ def test_default_settings_pass_every_check() -> None:
         ({"QUEUE_LIMITS": {"emails": {"rate": "fast"}}}, "later_django.E014", "'fast'"),
         ({"METRICS": {"TOKEN": "short"}}, "later_django.E015", "at least 24 characters"),
         ({"METRICS": {"NAMESPACES": ["a-b"]}}, "later_django.E015", "'a-b'"),
+        ({"TRACING": "off"}, "later_django.E016", "LATER['TRACING'] must be True or False"),
     ],
 )
 def test_an_invalid_setting_is_reported_with_its_id_and_key(later, check_id, named) -> None:
@@ -100,6 +101,7 @@ def test_every_known_key_is_accepted(db_alias: str) -> None:
         "TIMEOUT": 30,
         "QUEUE_LIMITS": {"emails": {"concurrency": 2, "rate": "10/1s"}},
         "METRICS": {"TOKEN": "x" * 24, "NAMESPACES": ["shop"]},
+        "TRACING": False,
     }
     assert sorted(later) == sorted(KNOWN_KEYS)
     with override_settings(LATER=later):

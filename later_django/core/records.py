@@ -73,6 +73,9 @@ class JobRecord:
     started_at_ms: int | None = None
     finished_at_ms: int | None = None
     last_attempted_at_ms: int | None = None
+    #: The enqueue's trace context (W3C headers the OpenTelemetry propagator wrote),
+    #: which the execution span continues; None: not traced (see ``engine.tracing``).
+    trace: dict[str, str] | None = None
 
     def clone(self) -> JobRecord:
         """A copy whose lists can be changed without touching this record."""
@@ -124,6 +127,7 @@ _FIELDS = {
     "started": "started_at_ms",
     "finished": "finished_at_ms",
     "attempted": "last_attempted_at_ms",
+    "trace": "trace",
 }
 _FIELD_ITEMS = tuple(_FIELDS.items())
 _REQUIRED = ("id", "ns", "task", "args", "kwargs", "queue", "prio", "stage", "stage_at", "created")

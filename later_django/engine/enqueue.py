@@ -23,7 +23,7 @@ from later_django.core.clock import now_ms
 from later_django.core.keys import children_key, job_key
 from later_django.core.records import JobRecord, decode_record, new_job_id
 from later_django.core.unique import UniqueKey
-from later_django.engine import metrics, moves, partitions
+from later_django.engine import metrics, moves, partitions, tracing
 from later_django.engine.unique import claim_unique_keys
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import LaterError, ParentNotFound, TopicLayoutMismatch
@@ -93,6 +93,29 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, stores: Stores, namespace: str) -> l
     if not jobs:
         return []
     settings = later_settings()
+    job_ids = [job.job_id or new_job_id() for job in jobs]
+    tracer = tracing.active_tracer(settings)
+    if tracer is None:
+        return _enqueue(jobs, job_ids, stores, namespace, settings, None)
+    with tracing.enqueue_span(
+        tracer,
+        [job.task_path for job in jobs],
+        [job.queue_name for job in jobs],
+        job_ids,
+    ) as trace:
+        return _enqueue(jobs, job_ids, stores, namespace, settings, trace)
+
+
+def _enqueue(
+    jobs: Sequence[NewJob],
+    job_ids: list[str],
+    stores: Stores,
+    namespace: str,
+    settings: LaterSettings,
+    trace: dict[str, str] | None,
+) -> list[JobRecord]:
+    """:func:`enqueue_jobs` past the tracing decision; ``trace``: the carrier every
+    written record stores (None: none)."""
     # Routing first: an unknown topic raises before anything is read or written.
     routes = [
         partitions.route(job.topic, job.partition_key, settings) if job.topic is not None else None
@@ -104,7 +127,6 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, stores: Stores, namespace: str) -> l
         or any(job.parent_job_id is not None for job in jobs)
         or any(route is not None for route in routes)
     )
-    job_ids = [job.job_id or new_job_id() for job in jobs]
     # Without parents, partitions or unique keys there is one write (on PostgreSQL
     # one statement, atomic by itself), which commit() wraps in a transaction when
     # it needs one.
@@ -140,7 +162,15 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, stores: Stores, namespace: str) -> l
         else:
             missing = None
             records = _write_new(
-                jobs, job_ids, placements, iter(sequences), parents, stores, namespace, settings
+                jobs,
+                job_ids,
+                placements,
+                iter(sequences),
+                parents,
+                stores,
+                namespace,
+                settings,
+                trace,
             )
     if missing is not None:
         raise missing
@@ -168,13 +198,14 @@ def _write_new(
     stores: Stores,
     namespace: str,
     settings: LaterSettings,
+    trace: dict[str, str] | None,
 ) -> list[JobRecord]:
     """Places every job in its first stage and commits them; their records, in order."""
     now = now_ms()
     writes = JobWrites(namespace)
     records: list[JobRecord] = []
     for job, job_id, placement in zip(jobs, job_ids, placements, strict=True):
-        record = _new_record(job, job_id, namespace, now)
+        record = _new_record(job, job_id, namespace, now, trace)
         if placement is not None:
             record.topic, record.partition_id = placement
             record.sequence = next(sequences)
@@ -235,7 +266,9 @@ def _placements(
     return placements
 
 
-def _new_record(job: NewJob, job_id: str, namespace: str, now: int) -> JobRecord:
+def _new_record(
+    job: NewJob, job_id: str, namespace: str, now: int, trace: dict[str, str] | None
+) -> JobRecord:
     if job.parent_job_id is not None:
         stage = stages.WAITING
     elif job.run_after_ms is not None and job.run_after_ms > now:
@@ -259,6 +292,7 @@ def _new_record(job: NewJob, job_id: str, namespace: str, now: int) -> JobRecord
         parent_job_id=job.parent_job_id,
         run_on=job.run_on,
         recurring_id=job.recurring_id,
+        trace=trace,
     )
 
 

@@ -27,6 +27,7 @@ from later_django.engine.cancellation import CancelFlag, running_with
 from later_django.engine.execution import Outcome, StartedJob
 from later_django.engine.moves import error_from_exception
 from later_django.engine.results import task_result
+from later_django.engine.tracing import execution_span
 
 logger = logging.getLogger("later_django.worker")
 
@@ -64,7 +65,7 @@ def _outcome(job: StartedJob) -> Outcome:
     was requested meanwhile is written cancelled, whatever the task did: the finish
     reads its flag.)"""
     try:
-        with running_with(job.cancel):
+        with running_with(job.cancel), execution_span(job.record):
             value = _call(job)
     except BaseException as error:  # the job's failure, never the worker's
         return _failure(job, error, retryable=True)
