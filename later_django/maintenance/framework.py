@@ -191,8 +191,15 @@ class PassRunner:
         self._settle_lease(
             context, max(started_ms + seconds_to_ms(interval), context.not_again_before_ms)
         )
-        # DEBUG: promotion alone runs twice a second; passes log what is notable themselves.
-        logger.debug("maintenance pass %r: %d in %.3fs", name, run.done, run.seconds)
+        # INFO only when it did something: promotion alone runs twice a second.
+        logger.log(
+            logging.INFO if run.done else logging.DEBUG,
+            "maintenance pass %r: %s in %.3fs",
+            name,
+            run.summary(),
+            run.seconds,
+            extra={"maintenance_pass": name, "done": run.done, "seconds": round(run.seconds, 6)},
+        )
         return run
 
     @staticmethod

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 
+from later_django.core.log_context import job_fields
 from later_django.engine import cancellation
 from later_django.engine.cancellation import Requests
 from later_django.worker.heads import HeadClaims
@@ -65,8 +66,12 @@ class CancelWatch:
             requested = {job_id for job_id in running if job_id in self.requests}
         else:
             requested = cancellation.requested_among(context.stores, context.namespace, running)
-        for job_id in self.jobs.flag_cancelled(requested):
-            logger.info("job %s: cancel requested; its task is asked to stop", job_id)
+        for job in self.jobs.flag_cancelled(requested):
+            logger.info(
+                "job %s: cancel requested; its task is asked to stop",
+                job.record.job_id,
+                extra=job_fields(job.record),
+            )
         self._cancel_on_partitions(set(running))
 
     def _cancel_on_partitions(self, running: set[str]) -> None:

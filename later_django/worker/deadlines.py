@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 
 from later_django.core.clock import now_ms
+from later_django.core.log_context import job_fields
 from later_django.engine.execution import StartedJob, record_lost_attempts
 from later_django.exceptions import TaskTimeout
 from later_django.worker.jobs import RunningJobs
@@ -55,7 +56,7 @@ class Deadlines:
                 job.record.job_id,
                 job.record.task_path,
                 _why(job),
-                extra={"job_id": job.record.job_id, "task_path": job.record.task_path},
+                extra=job_fields(job.record, _ran_seconds(job, now)),
             )
             self._unrecorded.append(job)
         if not self._unrecorded:

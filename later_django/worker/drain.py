@@ -49,6 +49,7 @@ def drain(process: ProcessControl, jobs: RunningJobs, loop: JobLoop, hand_back: 
         except DatabaseError as error:
             process.database_trouble(error, backoff)
             continue
+        backoff.reset()
         if jobs.in_flight:
             process.wake.wait(min(DRAIN_LOOK_SECONDS, max(0.0, deadline - time.monotonic())))
             process.wake.clear()

@@ -85,12 +85,12 @@ class RunningJobs:
             started = list(self.in_flight.values())
         return {job.partition for job in started if job.partition is not None}
 
-    def flag_cancelled(self, job_ids: set[str]) -> list[str]:
-        """Sets the cancel flag of the jobs in flight among ``job_ids``; returns the ids
+    def flag_cancelled(self, job_ids: set[str]) -> list[StartedJob]:
+        """Sets the cancel flag of the jobs in flight among ``job_ids``; returns the jobs
         newly flagged."""
         with self._lock:
             started = [job for job in self.in_flight.values() if job.record.job_id in job_ids]
-        flagged = [job.record.job_id for job in started if not job.cancel.is_set()]
+        flagged = [job for job in started if not job.cancel.is_set()]
         for job in started:
             job.cancel.set()
         return flagged

@@ -51,14 +51,27 @@ class Backoff:
 
     delay: float = 0.0
     failures: int = 0
+    #: ``time.monotonic()`` of the first failure of the run (None: no failure).
+    failing_since: float | None = None
 
     def next(self) -> float:
+        if self.failures == 0:
+            self.failing_since = time.monotonic()
         self.failures += 1
         self.delay = min(5.0, 0.1 * 2 ** (self.failures - 1))
         return self.delay * random.uniform(0.8, 1.2)
 
     def reset(self) -> None:
+        """A success: logs, at INFO, how long the database failed when it had (the
+        reconnect an operator looks for after the warnings), and starts afresh."""
+        if self.failures and self.failing_since is not None:
+            logger.info(
+                "database answers again after %d failed attempt(s) over %.1fs",
+                self.failures,
+                time.monotonic() - self.failing_since,
+            )
         self.failures = 0
+        self.failing_since = None
 
 
 #: The exit status of a process that asks to be replaced: a job ran past its timeout
@@ -193,6 +206,7 @@ class ProcessControl:
         while True:
             try:
                 action()
+                backoff.reset()
                 return
             except DatabaseError as error:
                 if self.exiting.is_set():

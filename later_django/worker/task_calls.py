@@ -21,6 +21,7 @@ from django.db import close_old_connections
 from later_django.compat.tasks import Task, TaskContext, TaskResult, task_finished, task_started
 from later_django.core import stages
 from later_django.core.clock import now_ms
+from later_django.core.log_context import job_context, job_fields
 from later_django.core.payload import json_compatible
 from later_django.core.records import JobError, JobRecord
 from later_django.engine.cancellation import CancelFlag, running_with
@@ -50,7 +51,9 @@ def run_job(job: StartedJob, *, manage_connections: bool = True) -> Outcome:
         close_old_connections()
     started = time.perf_counter()
     try:
-        outcome = _outcome(job)
+        # The task's own log lines, and Django's, carry the job's fields.
+        with job_context(job_fields(job.record)):
+            outcome = _outcome(job)
         outcome.seconds = time.perf_counter() - started
         return outcome
     finally:
@@ -100,19 +103,19 @@ def announce_finished(outcome: Outcome, record: JobRecord) -> None:
     raised: the outcome is already written."""
     if record.stage not in stages.FINISHED:
         if outcome.error is not None:
-            _log_retry(outcome.error, outcome.exception, record)
+            _log_retry(outcome.error, outcome, record)
         return
     task = outcome.started.task
+    fields = job_fields(record, outcome.seconds)
     try:
-        result = task_result(record, task)
-        if outcome.exception is None:
-            task_finished.send(sender=type(task.get_backend()), task_result=result)
-        else:
-            _send_finished_handling(outcome.exception, task, result)
+        with job_context(fields):
+            result = task_result(record, task)
+            if outcome.exception is None:
+                task_finished.send(sender=type(task.get_backend()), task_result=result)
+            else:
+                _send_finished_handling(outcome.exception, task, result)
     except Exception:
-        logger.exception(
-            "a task_finished receiver failed for job %s", record.job_id, extra=log_extra(record)
-        )
+        logger.exception("a task_finished receiver failed for job %s", record.job_id, extra=fields)
 
 
 def _send_finished_handling(exception: BaseException, task: Task, result: TaskResult) -> None:
@@ -127,9 +130,12 @@ def _send_finished_handling(exception: BaseException, task: Task, result: TaskRe
         task_finished.send(sender=type(task.get_backend()), task_result=result)
 
 
-def _log_retry(error: JobError, exception: BaseException | None, record: JobRecord) -> None:
-    """``attempt 2 of 5 failed with ValueError('x'); next run at <ISO time>`` for the
-    written ``record`` of a failed attempt that will be retried."""
+def _log_retry(error: JobError, outcome: Outcome, record: JobRecord) -> None:
+    """``attempt 2 of 5 failed with ValueError('x'); next run at <ISO time>`` at
+    WARNING for the written ``record`` of a failed attempt that will be retried,
+    with the task's traceback (the only time it is logged: a final failure's is
+    logged by Django's ``task_finished`` receiver, at ERROR)."""
+    exception = outcome.exception
     retry = record.retry or {}
     attempts = int(retry.get("max_retries", 0)) + 1
     # An immediate retry is enqueued again at once: it is ready from now.
@@ -144,18 +150,9 @@ def _log_retry(error: JobError, exception: BaseException | None, record: JobReco
         attempts,
         failure,
         _iso(next_ms),
-        extra=log_extra(record),
+        exc_info=None if exception is None else exception,
+        extra=job_fields(record, outcome.seconds),
     )
-
-
-def log_extra(record: JobRecord) -> dict[str, Any]:
-    """The fields later_django's log records about a job carry (``extra``)."""
-    return {
-        "job_id": record.job_id,
-        "task_path": record.task_path,
-        "queue_name": record.queue_name,
-        "attempt": record.attempts,
-    }
 
 
 def _iso(epoch_ms: int | None) -> str:

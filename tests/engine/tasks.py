@@ -6,6 +6,7 @@ is passed as an argument (the worker runs them on its own threads).
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -153,3 +154,10 @@ def cancel_itself() -> None:
     from later_django.api import JobCancelled
 
     raise JobCancelled("giving up")
+
+
+@task
+def log_a_line(message: str) -> str:
+    """Logs ``message`` at INFO on ``tests.engine.tasks`` (the task's own log line)."""
+    logging.getLogger("tests.engine.tasks").info(message)
+    return message

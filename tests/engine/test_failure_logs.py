@@ -1,7 +1,8 @@
 """What a failing job leaves in the log: Django's ``django.tasks`` ERROR line with the
 task's exception and traceback when the job fails, a WARNING line from
-``later_django.worker`` for each failed attempt that will be retried, and the import
-failure named when a job's task path does not import."""
+``later_django.worker`` with the exception and its traceback for each failed attempt
+that will be retried (each traceback once), and the import failure named when a job's
+task path does not import."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def retry_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 
 
 def extra_fields(line: logging.LogRecord) -> dict[str, object]:
-    """The job fields later_django puts in a log record's ``extra``."""
+    """The job fields later_django puts in a log record's ``extra`` (the duration
+    left out: it is checked on its own)."""
     names = ("job_id", "task_path", "queue_name", "attempt")
     return {name: line.__dict__[name] for name in names if name in line.__dict__}
 
@@ -97,10 +99,19 @@ def test_each_retried_attempt_is_logged_at_warning_with_its_next_run(
             "queue_name": "default",
             "attempt": attempt,
         }
+        assert isinstance(line.__dict__["duration"], float) and line.__dict__["duration"] > 0
+        # The retried attempt's exception, with the task's traceback, logged here once.
+        assert line.exc_info is not None and line.exc_info[0] is ValueError
+        assert str(line.exc_info[1]) == "flaky"
+        traceback = logging.Formatter().formatException(line.exc_info)
+        assert "in fail_twice_then_fail\n    raise ValueError(message)" in traceback
     # A retried attempt does not finish the task: Django logs the final failure only.
     errors = [line for line in django_task_lines(caplog) if line.levelno == logging.ERROR]
     assert len(errors) == 1
     assert errors[0].exc_info is not None and str(errors[0].exc_info[1]) == "flaky"
+    # Each attempt's traceback is logged once: two retries, one final failure.
+    with_tracebacks = [line for line in caplog.records if line.exc_info is not None]
+    assert len(with_tracebacks) == 3
 
 
 def test_an_immediate_retry_is_logged_with_the_time_it_became_ready(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -281,3 +282,20 @@ def test_a_broken_wanted_check_fails_its_pass_alone(alias: str, temporary_passes
         ("probe_after", None),
     ]
     assert calls == ["test-process"]
+
+
+@DB
+def test_a_pass_that_did_something_is_logged_at_info_with_its_figures(
+    alias: str, temporary_passes, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="later_django")
+    temporary_passes("probe_busy", 30.0, lambda context: 3)
+    temporary_passes("probe_idle", 30.0, lambda context: 0)
+
+    make_runner(alias, "probe_busy", "probe_idle").run_due()
+
+    lines = {r.maintenance_pass: r for r in caplog.records if hasattr(r, "maintenance_pass")}
+    assert (lines["probe_busy"].levelno, lines["probe_busy"].done) == (logging.INFO, 3)
+    assert (lines["probe_idle"].levelno, lines["probe_idle"].done) == (logging.DEBUG, 0)
+    assert lines["probe_busy"].getMessage().startswith("maintenance pass 'probe_busy': 3 ")
+    assert lines["probe_busy"].seconds >= 0
