@@ -49,6 +49,9 @@ def stopping_supervisor(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Supervisor
         return pid
 
     monkeypatch.setattr(supervisor, "_fork_child", fork_then_stop)
+    # The fork closes Django's connections first; an event loop that an earlier test
+    # left running in this thread (Playwright's) would make Django refuse that.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")
     previous = signal.signal(signal.SIGTERM, watched.on_signal)
     try:
         yield watched
