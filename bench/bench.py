@@ -265,6 +265,11 @@ def start_workers(system: str, options: argparse.Namespace, log_dir: Path) -> Wo
                 str(options.concurrency),
                 "--shutdown-timeout",
                 "10",
+                *(
+                    ["--metrics-port", str(options.metrics_port)]
+                    if options.metrics_port is not None
+                    else []
+                ),
             ]
         ]
     elif system == PROC:
@@ -939,6 +944,8 @@ def run_scenario(
                 "enqueue_workers",
             )
         ]
+        if options.metrics_port is not None:
+            forwarded.append(f"--metrics-port={options.metrics_port}")
         completed = subprocess.run(
             [
                 sys.executable,
@@ -981,6 +988,8 @@ def figures(
             with_workers.add(scenario)
     if system == LATER and scenario in with_workers:
         base["workers"] = f"later_worker --processes 2 --concurrency {options.concurrency}"
+        if options.metrics_port is not None:
+            base["workers"] += f" --metrics-port {options.metrics_port}"
     elif system == DTDB and scenario in with_workers:
         base["workers"] = f"2 x db_worker --interval {options.dtdb_interval}"
     elif system == PROC and scenario in with_workers:
@@ -1303,6 +1312,12 @@ def main() -> None:
         help="enqueue scenarios with the system's two workers running (on) or none (off)",
     )
     parser.add_argument("--concurrency", type=int, default=16, help="later_worker threads")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="later_worker --metrics-port (the cost of the worker's Prometheus figures)",
+    )
     parser.add_argument("--dtdb-interval", type=float, default=0.1, help="db_worker --interval")
     parser.add_argument("--log-records", type=int, default=100_000, help="log_* scenarios")
     parser.add_argument("--postgres-url", default="postgres://root@127.0.0.1:5432/bench_later")

@@ -14,6 +14,7 @@ The families are :data:`later_django.core.metric_names.WORKER_METRICS`.
 
 from __future__ import annotations
 
+import collections
 import os
 import shutil
 import tempfile
@@ -64,28 +65,47 @@ class PrometheusTelemetry(Telemetry):
         self._busy = made(Gauge, "later_worker_busy_threads", multiprocess_mode="livesum")
         self._threads = made(Gauge, "later_worker_threads", multiprocess_mode="livesum")
         self._last_threads = (-1, -1)
+        self._children: dict[tuple[Any, ...], Any] = {}
 
     def started(self, jobs: Sequence[StartedJob], now_ms: int) -> None:
+        claimed: collections.Counter[str] = collections.Counter()
         for job in jobs:
             record = job.record
-            self._claimed.labels(record.queue_name).inc()
+            claimed[record.queue_name] += 1
             if record.ready_at_ms is not None:
                 wait = max(now_ms - record.ready_at_ms, 0) / 1000
-                self._wait.labels(record.queue_name).observe(wait)
+                self._child(self._wait, record.queue_name).observe(wait)
+        for queue, count in claimed.items():
+            self._child(self._claimed, queue).inc(count)
 
     def finished(self, outcomes: Sequence[Outcome], records: Sequence[JobRecord]) -> None:
+        ended: collections.Counter[tuple[str, str, str]] = collections.Counter()
         for outcome, record in zip(outcomes, records, strict=True):
             label = outcome_label(record)
             if label is None:
                 continue
-            self._jobs.labels(record.task_path, record.queue_name, label).inc()
-            self._duration.labels(record.task_path, record.queue_name).observe(outcome.seconds)
+            ended[record.task_path, record.queue_name, label] += 1
+            self._child(self._duration, record.task_path, record.queue_name).observe(
+                outcome.seconds
+            )
+        for labels, count in ended.items():
+            self._child(self._jobs, *labels).inc(count)
 
     def timed_out(self, jobs: Sequence[StartedJob], seconds: Sequence[float]) -> None:
         for job, ran in zip(jobs, seconds, strict=True):
             record = job.record
-            self._jobs.labels(record.task_path, record.queue_name, "timed_out").inc()
-            self._duration.labels(record.task_path, record.queue_name).observe(ran)
+            self._child(self._jobs, record.task_path, record.queue_name, "timed_out").inc()
+            self._child(self._duration, record.task_path, record.queue_name).observe(ran)
+
+    def _child(self, family: Any, *labels: str) -> Any:
+        """``family.labels(*labels)``, kept: prometheus-client checks the labels and
+        takes a lock on every ``labels()`` call, which cost more than the ``inc``
+        itself. The cache is bounded as the labels are (task paths and queues)."""
+        key = (id(family), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = family.labels(*labels)
+        return child
 
     def lease_lost(self, lease: str, count: int) -> None:
         self._lease_losses.labels(lease).inc(count)
