@@ -260,6 +260,20 @@ def read_overview(
     )
 
 
+def read_queues(
+    using: str | None = None, namespace: str | None = None, *, now_ms: int | None = None
+) -> tuple[list[QueueFigure], list[WorkerRow]]:
+    """The queues of :func:`read_overview` (``Overview.queues``) and the live workers
+    they were counted from, without the rest of the overview: four small reads (the
+    live workers, the depth counters, the paused keys and their values) and one
+    oldest-ready walk per queue holding ready messages."""
+    using, namespace = resolve_target(using, namespace)
+    now = clock.now_ms() if now_ms is None else now_ms
+    stores = stores_for(using)
+    workers = stores.executions.workers_live(namespace, now - LIVE_WORKER_MS)
+    return _read_queues(stores, namespace, now, workers), workers
+
+
 def _read_queues(
     stores: Stores, namespace: str, now: int, workers: list[WorkerRow]
 ) -> list[QueueFigure]:

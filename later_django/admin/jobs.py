@@ -142,6 +142,18 @@ class JobDetail:
         return None if self.index_row is None else self.index_row.stage
 
     @property
+    def workers(self) -> list[tuple[str, list[int]]]:
+        """Each worker that ran an attempt, once, in the order of its first attempt,
+        with the attempts it ran (the record lists one worker id per attempt, so a
+        worker that ran two attempts appears twice there)."""
+        attempts: dict[str, list[int]] = {}
+        for attempt, worker_id in enumerate(
+            [] if self.record is None else self.record.worker_ids, start=1
+        ):
+            attempts.setdefault(worker_id, []).append(attempt)
+        return list(attempts.items())
+
+    @property
     def task_path(self) -> str | None:
         if self.record is not None:
             return self.record.task_path

@@ -33,6 +33,10 @@ urlpatterns = [
     path("job/<str:job_id>/run-now/", _staff(views.run_job_now), name="job_run_now"),
     path("job/<str:job_id>/delete/", _staff(views.delete_job), name="job_delete"),
     path("job/<str:job_id>/cancel/", _staff(views.cancel_job), name="job_cancel"),
+    path("queues/", _staff(views.queue_list), name="queue_list"),
+    path("queues/pause/", _staff(views.pause_queue_view), name="queue_pause"),
+    path("queues/resume/", _staff(views.resume_queue_view), name="queue_resume"),
+    path("workers/", _staff(views.worker_list), name="worker_list"),
     path(
         "partitions/<str:topic>/<int:partition_id>/",
         _staff(views.partition_list),

@@ -4,6 +4,8 @@ Every view runs through ``admin.site.admin_view``: only active staff users
 see them (others are sent to the admin login), responses are never cached,
 and POSTs are CSRF-checked. The actions are POST only and additionally need
 the permission ``later_django.manage_jobs``; without it they answer 403.
+The destructive ones (cancel, delete) first show a confirmation page (GET, the
+same permission), and the delete's POST must carry ``confirm=yes``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from later_django.admin.jobs import (
     stage_page,
 )
 from later_django.admin.panels import dashboard_context
+from later_django.admin.queues import queue_page
+from later_django.admin.workers import worker_page
+from later_django.api import pause_queue, resume_queue
 from later_django.core import stages
 from later_django.engine import job_actions as actions
 from later_django.exceptions import ActionRefused, TablesMissing
@@ -33,6 +38,10 @@ from later_django.overview import STAGES, resolve_target
 from later_django.storage.tables import naming_missing_tables
 
 MANAGE_PERMISSION = "later_django.manage_jobs"
+#: The field (and value) a delete's POST must carry: the confirmation page's button.
+CONFIRM_FIELD, CONFIRM_VALUE = "confirm", "yes"
+#: The answer to a delete POST without the confirmation (the page is shown again).
+UNCONFIRMED_STATUS = 400
 #: The answer of every page while later_django's tables are missing.
 TABLES_MISSING_STATUS = 503
 
@@ -68,7 +77,13 @@ def _page(request: HttpRequest, template: str, title: str, **extra: Any) -> Temp
 
 def dashboard(request: HttpRequest) -> TemplateResponse:
     """Every panel on one page (the same panels as the admin-tools modules)."""
-    return _page(request, "later_django/dashboard.html", "Later jobs", **dashboard_context(request))
+    return _page(
+        request,
+        "later_django/dashboard.html",
+        "Later jobs",
+        later_page="dashboard",
+        **dashboard_context(request),
+    )
 
 
 def job_list(request: HttpRequest, stage: str) -> TemplateResponse:
@@ -186,8 +201,110 @@ def _detail_url(job_id: str) -> str:
 
 retry_job = _action(actions.retry_failed, "Job {job_id} was enqueued again.", _detail_url)
 run_job_now = _action(actions.run_now, "Job {job_id} was enqueued to run now.", _detail_url)
-delete_job = _action(
-    actions.delete_job,
-    "Job {job_id} was deleted.",
-    lambda _job_id: reverse("later_django:dashboard"),
+
+
+def _require_manage(request: HttpRequest) -> None:
+    if not request.user.has_perm(MANAGE_PERMISSION):
+        raise PermissionDenied(f"changing jobs needs the permission {MANAGE_PERMISSION}")
+
+
+@require_http_methods(["GET", "POST"])
+def delete_job(request: HttpRequest, job_id: str) -> HttpResponse:
+    """GET: a confirmation page naming the job and what a delete removes; POST (CSRF)
+    with ``confirm=yes``: the delete. A POST without it deletes nothing and shows the
+    confirmation page again (400), so an old one-click form or a forged POST does
+    not delete. Both need the manage permission."""
+    _require_manage(request)
+    using, namespace = resolve_target(None, None)
+    confirmed = request.POST.get(CONFIRM_FIELD) == CONFIRM_VALUE
+    if request.method == "POST" and confirmed:
+        try:
+            actions.delete_job(using, namespace, job_id)
+        except ActionRefused as refused:
+            messages.error(request, str(refused))
+            return HttpResponseRedirect(_detail_url(job_id))
+        messages.success(request, f"Job {job_id} was deleted.")
+        return HttpResponseRedirect(reverse("later_django:dashboard"))
+    detail = read_job(using, namespace, job_id)
+    if detail is None:
+        raise Http404(f"job {job_id} does not exist (deleted, or its record expired)")
+    response = _page(
+        request,
+        "later_django/job_delete.html",
+        f"Delete job {job_id}",
+        job=detail,
+        live_stages=stages.LIVE_STAGES,
+        unconfirmed=request.method == "POST",
+        confirm_field=CONFIRM_FIELD,
+        confirm_value=CONFIRM_VALUE,
+    )
+    if request.method == "POST":
+        response.status_code = UNCONFIRMED_STATUS
+    return response
+
+
+# --- queues and workers ---
+
+
+def queue_list(request: HttpRequest) -> TemplateResponse:
+    """Every queue of the namespace: ready and running jobs, the oldest ready job's age,
+    the pause (since when, by whom), the configured limits, Pause/Resume buttons.
+
+    Bounded by small tables, never by the number of jobs
+    (:func:`later_django.overview.read_queues`): the live ``later_worker`` rows, the
+    ``later_queue_depth`` counters, the paused keys of ``later_storage`` (at most
+    1,000), and per queue holding ready messages one walk of the queue's index that
+    stops at its first ready message."""
+    return _page(
+        request, "later_django/queue_list.html", "Queues", later_page="queues", queues=queue_page()
+    )
+
+
+def worker_list(request: HttpRequest) -> TemplateResponse:
+    """Every live worker process and the jobs it runs now (task, attempt, running for).
+
+    Bounded: the live ``later_worker`` rows (one per process), their execution leases
+    (``later_job_execution``, one row per running job) at most
+    :data:`~later_django.admin.workers.RUNNING_SHOWN` over all workers, and those jobs'
+    records read by key in one statement (:mod:`later_django.admin.workers`)."""
+    return _page(
+        request,
+        "later_django/worker_list.html",
+        "Workers",
+        later_page="workers",
+        workers=worker_page(),
+    )
+
+
+def _queue_action(
+    run: Callable[[str, str], bool], done: str, unchanged: str
+) -> Callable[[HttpRequest], HttpResponse]:
+    """A POST-only view (CSRF, manage permission) running ``run(queue, username)`` on the
+    form's ``queue`` and redirecting to the queues page with a message."""
+
+    @require_POST
+    def view(request: HttpRequest) -> HttpResponse:
+        _require_manage(request)
+        name = request.POST.get("queue", "")
+        try:
+            changed = run(name, request.user.get_username())
+        except ValueError as error:
+            messages.error(request, str(error))
+        else:
+            text = done if changed else unchanged
+            messages.success(request, text.format(queue=name))
+        return HttpResponseRedirect(reverse("later_django:queue_list"))
+
+    return view
+
+
+pause_queue_view = _queue_action(
+    lambda name, by: pause_queue(name, by=by),
+    "Queue {queue!r} is paused: no worker claims its jobs until it is resumed.",
+    "Queue {queue!r} was already paused; nothing changed.",
+)
+resume_queue_view = _queue_action(
+    lambda name, _by: resume_queue(name),
+    "Queue {queue!r} is resumed.",
+    "Queue {queue!r} was not paused; nothing changed.",
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from later_django.storage.driver import Driver
@@ -25,6 +26,18 @@ def lease_rows(leases: Sequence[tuple[str, int, int]]) -> list[dict[str, Any]]:
         {"job_id": job_id, "lease_until": until, "attempt": attempt}
         for job_id, until, attempt in sorted(leases)
     ]
+
+
+@dataclass(frozen=True)
+class RunningExecution:
+    """One execution lease as the workers page shows it: the job, the worker that runs
+    it (``owner``), which attempt, since when, and until when the lease holds."""
+
+    job_id: str
+    owner: str
+    attempt: int
+    started_at_ms: int
+    lease_until_ms: int
 
 
 class ExecutionStore:
@@ -94,6 +107,25 @@ class ExecutionStore:
         params = {"namespace": namespace, "job_ids": self._driver.list_param(list(job_ids))}
         rows = self._driver.fetch_all(self._q.lease_get_many, params)
         return {job_id: ExecutionLease(job_id, owner, int(until)) for job_id, owner, until in rows}
+
+    def leases_of_owners(
+        self, namespace: str, owners: Sequence[str], limit: int
+    ) -> list[RunningExecution]:
+        """The execution leases held by ``owners`` (worker ids; lapsed leases included),
+        the oldest start first, at most ``limit`` (one statement over the namespace's
+        rows of ``later_job_execution``: one row per running job)."""
+        if not owners or limit <= 0:
+            return []
+        params = {
+            "namespace": namespace,
+            "owners": self._driver.list_param(sorted(set(owners))),
+            "limit": limit,
+        }
+        rows = self._driver.fetch_all(self._q.leases_of_owners, params)
+        return [
+            RunningExecution(job_id, owner, int(attempt), int(started), int(until))
+            for job_id, owner, attempt, started, until in rows
+        ]
 
     def worker_heartbeat(self, namespace: str, worker: WorkerRow) -> None:
         """Creates or refreshes the worker's row (``busy``, ``busy_queues`` and

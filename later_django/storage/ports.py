@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from later_django.storage.dashboard import PartitionHeadRow, PartitionKey, PartitionLeaseRow
+from later_django.storage.execution import RunningExecution
 from later_django.storage.job_index import QueuedMessage
 from later_django.storage.leases import Lease, Slot
 from later_django.storage.log import StoredRecord
@@ -225,6 +226,13 @@ class ExecutionPort(Protocol):
 
     def lease_get_many(self, namespace: str, job_ids: Sequence[str]) -> dict[str, ExecutionLease]:
         """The current lease rows of ``job_ids`` (lapsed ones included)."""
+
+    def leases_of_owners(
+        self, namespace: str, owners: Sequence[str], limit: int
+    ) -> list[RunningExecution]:
+        """The execution leases held by any of ``owners`` (worker ids), lapsed ones
+        included, the oldest start first (then by job id), at most ``limit``; ``[]``
+        without owners or for a ``limit`` below 1."""
 
     def worker_heartbeat(self, namespace: str, worker: WorkerRow) -> None:
         """Creates or refreshes the worker's row (``busy`` and ``heartbeat_at``)."""

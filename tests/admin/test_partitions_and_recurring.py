@@ -78,7 +78,7 @@ def test_a_partitioned_job_page_links_its_neighbours_and_refuses_actions(
     table = listed.content.decode().split('class="later-table later-jobs"', 1)[1]
     assert [m for m in re.findall(r"/job/(\w+)/\"><code>", table)] == [j.id for j in reversed(jobs)]
     refused = manager_client.post(
-        reverse("later_django:job_delete", args=[jobs[1].id]), follow=True
+        reverse("later_django:job_delete", args=[jobs[1].id]), {"confirm": "yes"}, follow=True
     )
     assert f"topic &#x27;{TOPIC}&#x27;" in refused.content.decode()
     assert "not offered for partitioned jobs" in refused.content.decode()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connections
 
+from later_django.storage.execution import RunningExecution
 from later_django.storage.stores import stores_for
 from later_django.storage.types import ExecutionLease, JobIndexRow, WorkerRow
 
@@ -145,6 +146,52 @@ def test_lease_get_many_shows_a_renewal_and_forgets_a_release(db_alias: str) -> 
     executions.lease_renew(NS, "a", ["j1"], T + 700)
     executions.lease_release_many(NS, "a", ["j2"])
     assert executions.lease_get_many(NS, ["j1", "j2"]) == {"j1": ExecutionLease("j1", "a", T + 700)}
+
+
+# --- leases_of_owners ---
+
+
+def test_leases_of_owners_lists_the_owners_leases_oldest_start_first(db_alias: str) -> None:
+    executions = stores_for(db_alias).executions
+    executions.lease_acquire_many(NS, "a", T + 300, [("j1", T + 900, 1), ("j0", T + 900, 2)])
+    executions.lease_acquire_many(NS, "b", T + 100, [("j2", T + 50, 3)])  # lapsed at T + 50
+    executions.lease_acquire_many(NS, "c", T, [("j3", T + 900, 1)])
+    executions.lease_acquire_many(OTHER_NS, "a", T, [("j9", T + 900, 1)])
+    found = executions.leases_of_owners(NS, ["a", "b", "absent"], 10)
+    assert found == [
+        RunningExecution("j2", "b", 3, T + 100, T + 50),
+        RunningExecution("j0", "a", 2, T + 300, T + 900),
+        RunningExecution("j1", "a", 1, T + 300, T + 900),
+    ]
+    assert executions.leases_of_owners(OTHER_NS, ["a"], 10) == [
+        RunningExecution("j9", "a", 1, T, T + 900)
+    ]
+    # A repeated owner counts once.
+    assert len(executions.leases_of_owners(NS, ["c", "c"], 10)) == 1
+
+
+def test_leases_of_owners_is_bounded_by_its_limit(db_alias: str) -> None:
+    executions = stores_for(db_alias).executions
+    executions.lease_acquire_many(NS, "a", T, [(f"j{n:02}", T + 900, 1) for n in range(12)])
+    executions.lease_acquire_many(NS, "b", T - 1, [("early", T + 900, 1)])
+    assert [lease.job_id for lease in executions.leases_of_owners(NS, ["a", "b"], 3)] == [
+        "early",
+        "j00",
+        "j01",
+    ]
+    assert executions.leases_of_owners(NS, ["a"], 0) == []
+    assert executions.leases_of_owners(NS, [], 10) == []
+
+
+def test_leases_of_owners_follows_a_takeover_and_a_release(db_alias: str) -> None:
+    executions = stores_for(db_alias).executions
+    executions.lease_acquire_many(NS, "a", T, [("j1", T + 100, 1), ("j2", T + 100, 1)])
+    executions.lease_acquire_many(NS, "b", T + 200, [("j1", T + 300, 2)])
+    executions.lease_release_many(NS, "a", ["j2"])
+    assert executions.leases_of_owners(NS, ["a"], 10) == []
+    assert executions.leases_of_owners(NS, ["a", "b"], 10) == [
+        RunningExecution("j1", "b", 2, T + 200, T + 300)
+    ]
 
 
 # --- lease_purge_dead ---

@@ -70,3 +70,6 @@ class ExecutionQueries:
     lease_delete_many: str
     #: (namespace, job_ids) -> (job_id, owner, lease_until)
     lease_get_many: str
+    #: (namespace, owners, limit) -> (job_id, owner, attempt, started_at, lease_until),
+    #: oldest start first (then job id), at most ``limit`` rows.
+    leases_of_owners: str

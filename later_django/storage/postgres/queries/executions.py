@@ -29,3 +29,8 @@ class PostgresExecutionQueries(ExecutionQueries):
         "SELECT job_id, owner, lease_until FROM later_job_execution "
         "WHERE namespace = %(namespace)s AND job_id = ANY(%(job_ids)s)"
     )
+    leases_of_owners = (
+        "SELECT job_id, owner, attempt, started_at, lease_until FROM later_job_execution "
+        "WHERE namespace = %(namespace)s AND owner = ANY(%(owners)s) "
+        "ORDER BY started_at, job_id LIMIT %(limit)s"
+    )

@@ -7,6 +7,7 @@ from later_django.storage.queries.executions import LEASE_CONFLICT, LEASE_INTO, 
 from later_django.storage.sqlite import SqliteDriver
 
 _JOB_IDS = "(SELECT value FROM json_each(%(job_ids)s))"
+_OWNERS = "(SELECT value FROM json_each(%(owners)s))"
 
 
 @SqliteDriver.register
@@ -29,4 +30,9 @@ class SqliteExecutionQueries(ExecutionQueries):
     lease_get_many = (
         "SELECT job_id, owner, lease_until FROM later_job_execution "
         "WHERE namespace = %(namespace)s AND job_id IN " + _JOB_IDS
+    )
+    leases_of_owners = (
+        "SELECT job_id, owner, attempt, started_at, lease_until FROM later_job_execution "
+        "WHERE namespace = %(namespace)s AND owner IN " + _OWNERS + " "
+        "ORDER BY started_at, job_id LIMIT %(limit)s"
     )

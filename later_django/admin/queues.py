@@ -1,0 +1,100 @@
+"""What the queues page shows: one row per queue of the namespace.
+
+The figures are :func:`later_django.overview.read_queues` (what ``later_status`` and
+``later_queue list`` print): ready messages from the trigger-kept depth counters, the
+oldest ready message's age by a walk that stops at the first ready message (only for
+queues holding some), the pauses (one key range of ``later_storage``), and the jobs
+running now from the live workers' rows. The configured limits come from
+``LATER["QUEUE_LIMITS"]``. Queues named in ``TASKS`` or ``QUEUE_LIMITS`` are listed
+even while they hold nothing, so that they can be paused before jobs arrive.
+
+No per-queue throughput: the transition metrics (``later_job_transition_metrics``)
+and the queue-length samples are kept per namespace, not per queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from later_django.admin.jobs import when
+from later_django.admin.units import NONE_TEXT, human_age, human_duration, human_rate
+from later_django.backend import LaterBackend
+from later_django.compat.tasks import task_backends
+from later_django.conf import later_settings
+from later_django.core import clock
+from later_django.core.keys import is_reserved
+from later_django.core.limits import QueueLimit
+from later_django.overview import QueueFigure, read_queues
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One line of the queues page."""
+
+    name: str
+    ready: int
+    running: int
+    oldest_ready: str
+    paused: bool
+    paused_at: datetime | None
+    paused_for: str
+    paused_by: str
+    concurrency: str
+    rate: str
+    #: later_django's own queues (``__later…``) cannot be paused.
+    can_pause: bool
+
+
+@dataclass(frozen=True)
+class QueuePage:
+    namespace: str
+    using: str
+    rows: list[QueueRow]
+    #: Live workers the running counts come from.
+    live_workers: int
+
+
+def configured_queues() -> set[str]:
+    """The queues named by a ``LaterBackend``'s ``QUEUES`` in ``TASKS`` and by
+    ``LATER["QUEUE_LIMITS"]`` (``QUEUES: []`` names none: any queue is allowed)."""
+    names = set(later_settings().queue_limits)
+    for backend in task_backends.all():
+        if isinstance(backend, LaterBackend):
+            names |= set(backend.queues)
+    return names
+
+
+def queue_row(figure: QueueFigure, limit: QueueLimit | None, now_ms: int) -> QueueRow:
+    """The row of one queue's figure and its configured limit (``None``: no limit)."""
+    paused = figure.paused_at_ms is not None
+    return QueueRow(
+        name=figure.queue_name,
+        ready=figure.ready,
+        running=figure.running,
+        oldest_ready=human_duration(figure.oldest_ready_age_ms),
+        paused=paused,
+        paused_at=when(figure.paused_at_ms) if paused else None,
+        paused_for=human_age(now_ms, figure.paused_at_ms) if paused else NONE_TEXT,
+        paused_by=figure.paused_by or "",
+        concurrency=NONE_TEXT
+        if limit is None or limit.concurrency is None
+        else str(limit.concurrency),
+        rate=NONE_TEXT if limit is None else human_rate(limit.rate_count, limit.rate_window_ms),
+        can_pause=not is_reserved(figure.queue_name),
+    )
+
+
+def queue_page(now_ms: int | None = None) -> QueuePage:
+    """Every queue with messages, running jobs, a pause or a configuration, by name."""
+    settings = later_settings()
+    now = clock.now_ms() if now_ms is None else now_ms
+    figures, workers = read_queues(now_ms=now)
+    listed = {figure.queue_name for figure in figures}
+    figures += [QueueFigure(name, 0, None) for name in configured_queues() - listed]
+    limits = settings.queue_limits
+    rows = [
+        queue_row(figure, limits.get(figure.queue_name), now)
+        for figure in sorted(figures, key=lambda figure: figure.queue_name)
+    ]
+    return QueuePage(settings.namespace, settings.database, rows, len(workers))
