@@ -59,6 +59,8 @@ LIVE_WORKER_MS = 60_000
 THROUGHPUT_WINDOW_MINUTES = 2
 #: Queue-length history ranges of the chart, in minutes.
 HISTORY_RANGES: dict[str, int] = {"hour": 60, "day": 24 * 60, "week": 7 * 24 * 60}
+#: The stages the throughput chart draws: moves into them are jobs finishing.
+THROUGHPUT_CHART_STAGES: tuple[str, ...] = ("success", "failed")
 #: Active partitions listed per topic (those with a head job or a lease owner).
 PARTITIONS_SHOWN_PER_TOPIC = 64
 WAIT_MODES: tuple[str, ...] = ("regular", "sequential")
@@ -447,3 +449,23 @@ def read_queue_history(
     now = clock.now_ms() if now_ms is None else now_ms
     since = now - HISTORY_RANGES[range_name] * clock.MINUTE_MS
     return stores_for(using).metrics.queue_samples_since(namespace, since)
+
+
+def read_throughput(
+    first_bucket: int,
+    last_bucket: int,
+    slot_minutes: int,
+    using: str | None = None,
+    namespace: str | None = None,
+    *,
+    stages: tuple[str, ...] = THROUGHPUT_CHART_STAGES,
+) -> dict[str, list[tuple[int, int, int]]]:
+    """Per stage, the moves into it in the minute buckets ``first_bucket..last_bucket``
+    folded into slots of ``slot_minutes``: ``(slot, moves, busiest minute's moves)`` per
+    slot with moves (``later_job_transition_metrics``, one bounded read per stage)."""
+    using, namespace = resolve_target(using, namespace)
+    reads = stores_for(using).dashboard
+    return {
+        stage: reads.transitions_per_slot(namespace, stage, first_bucket, last_bucket, slot_minutes)
+        for stage in stages
+    }

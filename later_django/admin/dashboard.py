@@ -2,7 +2,7 @@
 
 Set ``ADMIN_TOOLS_INDEX_DASHBOARD = "later_django.admin.dashboard.LaterIndexDashboard"``.
 Each panel is a :class:`LaterPanel` module rendering the same template as the
-plain page (``later_django/panels/*.html``); the figures are read once per
+plain page (``later_django/panels/*.html``, with the same context); the figures are read once per
 request (:func:`later_django.admin.panels.dashboard_context`). The panels need
 no JavaScript; admin-tools' own script only adds dragging and collapsing.
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from admin_tools.dashboard import Dashboard, modules
+from django.template.loader import render_to_string
 
 from later_django.admin.panels import dashboard_context
 
@@ -24,6 +25,7 @@ PANELS: tuple[tuple[str, str, str], ...] = (
     ("throughput", "Throughput", "later_django/panels/throughput.html"),
     ("db-size", "Database size", "later_django/panels/db_size.html"),
     ("history", "Queue length history", "later_django/panels/history.html"),
+    ("throughput-chart", "Jobs finished", "later_django/panels/throughput_chart.html"),
     ("workers", "Workers", "later_django/panels/workers.html"),
     ("partitions", "Partitions", "later_django/panels/partitions.html"),
     ("recurring", "Recurring jobs", "later_django/panels/recurring.html"),
@@ -42,7 +44,9 @@ class LaterPanel(modules.DashboardModule):
     def init_with_context(self, context: Any) -> None:
         if getattr(self, "_initialized", False):
             return
-        self.later = dashboard_context(context["request"])
+        request = context["request"]
+        self.later = dashboard_context(request)
+        self.panel_html = render_to_string(self.panel_template, self.later, request=request)
         self._initialized = True
 
     def is_empty(self) -> bool:

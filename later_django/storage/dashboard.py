@@ -76,6 +76,24 @@ class DashboardReads:
         rows = self._driver.fetch_all(self._q.recent_transitions, params)
         return {stage: int(total or 0) for stage, total in rows}
 
+    def transitions_per_slot(
+        self, namespace: str, stage: str, first_bucket: int, last_bucket: int, slot_minutes: int
+    ) -> list[tuple[int, int, int]]:
+        """Transitions into ``stage`` in the minute buckets ``first_bucket..last_bucket``,
+        folded into slots of ``slot_minutes`` (slot = bucket // ``slot_minutes``):
+        ``(slot, moves, moves of its busiest minute)`` per slot with moves, by slot."""
+        if slot_minutes < 1:
+            raise ValueError(f"slot_minutes must be at least 1, got {slot_minutes}")
+        params = {
+            "namespace": namespace,
+            "stage": stage,
+            "first_bucket": first_bucket,
+            "last_bucket": last_bucket,
+            "slot_minutes": slot_minutes,
+        }
+        rows = self._driver.fetch_all(self._q.transitions_per_slot, params)
+        return [(int(slot), int(total or 0), int(busiest or 0)) for slot, total, busiest in rows]
+
     def waits_between(
         self, namespace: str, first_bucket: int, last_bucket: int
     ) -> dict[str, JobIndexWaitStats]:

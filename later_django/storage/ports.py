@@ -497,6 +497,14 @@ class DashboardPort(Protocol):
     ) -> dict[str, int]:
         """Transitions per stage in the minute buckets ``first_bucket..last_bucket``."""
 
+    def transitions_per_slot(
+        self, namespace: str, stage: str, first_bucket: int, last_bucket: int, slot_minutes: int
+    ) -> list[tuple[int, int, int]]:
+        """Transitions into ``stage`` in the minute buckets ``first_bucket..last_bucket``,
+        folded into slots of ``slot_minutes`` (slot = bucket // ``slot_minutes``):
+        ``(slot, moves, moves of its busiest minute)`` per slot with moves, by slot;
+        ``ValueError`` for ``slot_minutes`` below 1."""
+
     def waits_between(
         self, namespace: str, first_bucket: int, last_bucket: int
     ) -> dict[str, JobIndexWaitStats]:

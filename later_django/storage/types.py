@@ -8,8 +8,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-#: Metric buckets older than this many minutes are swept.
-METRIC_RETENTION_MINUTES = 5
+#: Metric buckets older than this many minutes are swept: one week, the longest range
+#: of the dashboard's throughput chart (at most one row per stage and mode a minute).
+METRIC_RETENTION_MINUTES = 7 * 24 * 60
 #: Queue-length readings are kept one week.
 QUEUE_SAMPLE_RETENTION_MINUTES = 7 * 24 * 60
 

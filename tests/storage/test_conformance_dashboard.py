@@ -187,6 +187,34 @@ def test_waits_between_give_count_average_and_max_per_mode(db_alias: str, metric
     assert dashboard.waits_between(OTHER_NS, b, b + 3) == {}
 
 
+def test_transitions_per_slot_fold_one_stage_into_slots_with_the_busiest_minute(
+    db_alias: str, metrics: int
+) -> None:
+    dashboard = stores_for(db_alias).dashboard
+    b = metrics
+    success = {b: 2, b + 1: 3, b + 3: 7}  # the fixture's "success" minute buckets
+
+    def folded(size: int) -> list[tuple[int, int, int]]:
+        slots: dict[int, list[int]] = {}
+        for bucket, count in success.items():
+            slots.setdefault(bucket // size, []).append(count)
+        return [(slot, sum(counts), max(counts)) for slot, counts in sorted(slots.items())]
+
+    assert dashboard.transitions_per_slot(NS, "success", b, b + 3, 1) == [
+        (b, 2, 2),
+        (b + 1, 3, 3),
+        (b + 3, 7, 7),
+    ]
+    for size in (2, 3, 10, 60):
+        assert dashboard.transitions_per_slot(NS, "success", b, b + 3, size) == folded(size)
+    assert dashboard.transitions_per_slot(NS, "success", b + 1, b + 2, 1) == [(b + 1, 3, 3)]
+    assert dashboard.transitions_per_slot(NS, "failed", b, b + 3, 10) == [((b + 2) // 10, 1, 1)]
+    assert dashboard.transitions_per_slot(NS, "running", b, b + 3, 1) == []
+    assert dashboard.transitions_per_slot(OTHER_NS, "success", b, b + 3, 1) == [(b, 100, 100)]
+    with pytest.raises(ValueError, match="at least 1"):
+        dashboard.transitions_per_slot(NS, "success", b, b + 3, 0)
+
+
 # --- partition tables ---
 
 

@@ -38,6 +38,15 @@ class DashboardQueries:
         " AND minute_bucket >= %(first_bucket)s AND minute_bucket <= %(last_bucket)s"
         " GROUP BY stage"
     )
+    # One stage's buckets folded into slots of ``slot_minutes`` (a range of the primary
+    # key namespace, stage, minute_bucket): per slot the moves and the busiest minute.
+    transitions_per_slot = (
+        "SELECT minute_bucket / CAST(%(slot_minutes)s AS INTEGER) AS slot, SUM(count), MAX(count)"
+        " FROM later_job_transition_metrics"
+        " WHERE namespace = %(namespace)s AND stage = %(stage)s"
+        " AND minute_bucket >= %(first_bucket)s AND minute_bucket <= %(last_bucket)s"
+        " GROUP BY slot ORDER BY slot"
+    )
     recent_waits = (
         "SELECT mode, SUM(count), SUM(sum_ms), MAX(max_ms) FROM later_job_wait_metrics"
         " WHERE namespace = %(namespace)s"
