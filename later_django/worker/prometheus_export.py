@@ -19,6 +19,7 @@ import collections
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,13 +45,23 @@ except ImportError as error:  # pragma: no cover - the extra is installed in the
     ) from error
 
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: How often a worker writes its figures to prometheus-client (each loop turn calls
+#: ``threads``; an idle loop turns at least once a second). Under ``--processes`` each
+#: write is a locked write to a shared file: per job, they cost more than the job's
+#: own bookkeeping.
+WRITE_SECONDS = 0.1
 _HELP = {metric.name: metric.help for metric in WORKER_METRICS}
 _LABELS = {metric.name: list(metric.labels) for metric in WORKER_METRICS}
 
 
 class PrometheusTelemetry(Telemetry):
     """The worker's reports as prometheus-client families in ``registry`` (None: not
-    registered anywhere, as a supervised child's, whose values go to files)."""
+    registered anywhere, as a supervised child's, whose values go to files).
+
+    Claims, waits, outcomes and durations are gathered in memory and written every
+    WRITE_SECONDS from the loop's turn (``threads``), and at exit (``flush``): a scrape
+    sees them at most about a second late. Lease losses and database errors are rare
+    and written at once."""
 
     def __init__(self, registry: CollectorRegistry | None) -> None:
         def made(kind: Any, name: str, **extra: Any) -> Any:
@@ -67,33 +78,55 @@ class PrometheusTelemetry(Telemetry):
         self._threads = made(Gauge, "later_worker_threads", multiprocess_mode="livesum")
         self._last_threads = (-1, -1)
         self._children: dict[tuple[Any, ...], Any] = {}
+        # What happened since the last write (main thread only, see Telemetry).
+        self._claimed_since: collections.Counter[str] = collections.Counter()
+        self._waits_since: dict[str, list[float]] = collections.defaultdict(list)
+        self._ended_since: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self._durations_since: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+        self._written_at = time.monotonic()
 
     def started(self, jobs: Sequence[StartedJob], now_ms: int) -> None:
-        claimed: collections.Counter[str] = collections.Counter()
-        waits: dict[str, list[float]] = collections.defaultdict(list)
         for job in jobs:
             record = job.record
-            claimed[record.queue_name] += 1
+            self._claimed_since[record.queue_name] += 1
             if record.ready_at_ms is not None:
-                waits[record.queue_name].append(max(now_ms - record.ready_at_ms, 0) / 1000)
-        for queue, count in claimed.items():
-            self._child(self._claimed, queue).inc(count)
-        for queue, amounts in waits.items():
-            observe_all(self._child(self._wait, queue), amounts)
+                wait = max(now_ms - record.ready_at_ms, 0) / 1000
+                self._waits_since[record.queue_name].append(wait)
 
     def finished(self, outcomes: Sequence[Outcome], records: Sequence[JobRecord]) -> None:
-        ended: collections.Counter[tuple[str, str, str]] = collections.Counter()
-        durations: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
         for outcome, record in zip(outcomes, records, strict=True):
             label = outcome_label(record)
             if label is None:
                 continue
-            ended[record.task_path, record.queue_name, label] += 1
-            durations[record.task_path, record.queue_name].append(outcome.seconds)
-        for labels, count in ended.items():
+            self._ended_since[record.task_path, record.queue_name, label] += 1
+            self._durations_since[record.task_path, record.queue_name].append(outcome.seconds)
+
+    def threads(self, busy: int, total: int) -> None:
+        """Called each loop turn (at least once a second): writes what happened since
+        the last write, and the thread gauges, at most every WRITE_SECONDS."""
+        if time.monotonic() - self._written_at >= WRITE_SECONDS:
+            self.flush(busy, total)
+
+    def flush(self, busy: int | None = None, total: int | None = None) -> None:
+        """Writes the claims, waits, outcomes and durations gathered since the last
+        write (and the thread gauges, when given and changed)."""
+        for queue, count in self._claimed_since.items():
+            self._child(self._claimed, queue).inc(count)
+        for queue, amounts in self._waits_since.items():
+            observe_all(self._child(self._wait, queue), amounts)
+        for labels, count in self._ended_since.items():
             self._child(self._jobs, *labels).inc(count)
-        for (task, queue), amounts in durations.items():
+        for (task, queue), amounts in self._durations_since.items():
             observe_all(self._child(self._duration, task, queue), amounts)
+        self._claimed_since.clear()
+        self._waits_since.clear()
+        self._ended_since.clear()
+        self._durations_since.clear()
+        if busy is not None and total is not None and (busy, total) != self._last_threads:
+            self._last_threads = (busy, total)
+            self._busy.set(busy)
+            self._threads.set(total)
+        self._written_at = time.monotonic()
 
     def timed_out(self, jobs: Sequence[StartedJob], seconds: Sequence[float]) -> None:
         for job, ran in zip(jobs, seconds, strict=True):
@@ -116,13 +149,6 @@ class PrometheusTelemetry(Telemetry):
 
     def database_error(self) -> None:
         self._database_errors.inc()
-
-    def threads(self, busy: int, total: int) -> None:
-        # Unchanged figures are not written again (a multiprocess gauge is a file write).
-        if (busy, total) != self._last_threads:
-            self._last_threads = (busy, total)
-            self._busy.set(busy)
-            self._threads.set(total)
 
 
 def observe_all(histogram: Any, amounts: Sequence[float]) -> None:

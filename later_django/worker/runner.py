@@ -187,6 +187,7 @@ class Worker:
             self.scheduler.flush_metrics()
         except DatabaseError:
             logger.warning("could not write the final metrics", exc_info=True)
+        self.context.telemetry.flush()
         try:
             # After the heartbeat's last beat: one still in flight (a SQLite
             # writer waiting on the lock) would otherwise write the row back.

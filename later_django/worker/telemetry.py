@@ -51,6 +51,9 @@ class Telemetry:
     def threads(self, busy: int, total: int) -> None:
         """``busy`` of the ``total`` job threads run a job now (each loop turn)."""
 
+    def flush(self) -> None:
+        """Writes whatever is still held back (the process is about to exit)."""
+
 
 #: The one that ignores everything.
 NO_TELEMETRY = Telemetry()

@@ -74,8 +74,8 @@ def scrape_port(port: int) -> str:
 
 
 def port_samples_once_counted(port: int, workers: Workers) -> Samples:
-    """The port's samples once every attempt is counted (they are counted right after
-    their outcome is written, so a scrape may come a moment before)."""
+    """The port's samples once every attempt is counted (a worker writes its figures
+    at most a second after the outcomes, so a scrape may come before)."""
 
     def counted() -> Samples | None:
         samples = samples_of(scrape_port(port))
