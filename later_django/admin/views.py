@@ -142,6 +142,12 @@ def job_detail(request: HttpRequest, job_id: str) -> TemplateResponse:
     )
 
 
+def _require_manage(request: HttpRequest) -> None:
+    """PermissionDenied (403) unless the user may change jobs and queues."""
+    if not request.user.has_perm(MANAGE_PERMISSION):
+        raise PermissionDenied(f"changing jobs needs the permission {MANAGE_PERMISSION}")
+
+
 def _action(
     run: Callable[[str, str, str], Any], done: str, after: Callable[[str], str]
 ) -> Callable[[HttpRequest, str], HttpResponse]:
@@ -150,8 +156,7 @@ def _action(
 
     @require_POST
     def view(request: HttpRequest, job_id: str) -> HttpResponse:
-        if not request.user.has_perm(MANAGE_PERMISSION):
-            raise PermissionDenied(f"changing jobs needs the permission {MANAGE_PERMISSION}")
+        _require_manage(request)
         using, namespace = resolve_target(None, None)
         try:
             run(using, namespace, job_id)
@@ -178,8 +183,7 @@ _CANCELLED_MESSAGES = {
 def cancel_job(request: HttpRequest, job_id: str) -> HttpResponse:
     """GET: a confirmation page naming the job and what a cancel will do; POST (CSRF):
     the cancel. Both need the manage permission."""
-    if not request.user.has_perm(MANAGE_PERMISSION):
-        raise PermissionDenied(f"changing jobs needs the permission {MANAGE_PERMISSION}")
+    _require_manage(request)
     using, namespace = resolve_target(None, None)
     if request.method == "POST":
         try:
@@ -201,11 +205,6 @@ def _detail_url(job_id: str) -> str:
 
 retry_job = _action(actions.retry_failed, "Job {job_id} was enqueued again.", _detail_url)
 run_job_now = _action(actions.run_now, "Job {job_id} was enqueued to run now.", _detail_url)
-
-
-def _require_manage(request: HttpRequest) -> None:
-    if not request.user.has_perm(MANAGE_PERMISSION):
-        raise PermissionDenied(f"changing jobs needs the permission {MANAGE_PERMISSION}")
 
 
 @require_http_methods(["GET", "POST"])
