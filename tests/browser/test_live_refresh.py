@@ -1,0 +1,139 @@
+"""Live refresh in a real browser: the dashboard's counts follow the data while the page
+stays open, with no navigation; a region where the user ticked a box is left alone; no
+fetch while the tab is hidden and one at once when it is shown; the Live button's
+choice outlasts a reload."""
+
+from __future__ import annotations
+
+import time
+
+from tests.browser.example_site import Browserless
+from tests.browser.login import log_in
+
+DASHBOARD = "/admin/later_django/"
+#: The page's interval is 5 s: a change shows within one interval and a fetch.
+CHANGE_SHOWS_MS = 15_000
+ENQUEUED = "#later-panel-stages tr.later-stage-enqueued td.num"
+READY = "#later-panel-throughput table.later-queues td.num"
+SET_HIDDEN = """hidden => {
+    Object.defineProperty(document, "hidden", {configurable: true, get: () => hidden});
+    Object.defineProperty(document, "visibilityState",
+        {configurable: true, get: () => (hidden ? "hidden" : "visible")});
+    document.dispatchEvent(new Event("visibilitychange"));
+}"""
+
+
+class RefreshRequests:
+    """The page's refresh fetches (requests carrying ``X-Later-Refresh``), as they start."""
+
+    def __init__(self, page) -> None:
+        self.started: list[float] = []
+        page.on("request", self._seen)
+
+    def _seen(self, request) -> None:
+        if request.headers.get("x-later-refresh") == "1":
+            self.started.append(time.monotonic())
+
+    def since(self, moment: float) -> int:
+        return sum(1 for started in self.started if started >= moment)
+
+
+def enqueue(site_base: str, jobs: int) -> None:
+    """``jobs`` jobs through the demo page's "One job" button, from outside the browser."""
+    client = Browserless(site_base)
+    for _ in range(jobs):
+        client.post_form("/", "/enqueue/one/")
+
+
+def wait_for_text(page, selector: str, text: str, timeout_ms: int = CHANGE_SHOWS_MS) -> None:
+    page.wait_for_function(
+        "([selector, text]) => document.querySelector(selector)?.textContent.trim() === text",
+        arg=[selector, text],
+        timeout=timeout_ms,
+    )
+
+
+def test_the_counts_change_without_a_reload_and_no_fetch_happens_while_hidden(
+    page, empty_site
+) -> None:
+    base = empty_site.base
+    log_in(page, base)
+    page.goto(f"{base}{DASHBOARD}")
+    loads: list[str] = []
+    page.on("load", lambda loaded: loads.append(loaded.url))
+    requests = RefreshRequests(page)
+    page.evaluate("window.laterMarker = 'the page loaded once'")
+    control = page.inner_text(".later-live")
+    enqueued_at_first = page.inner_text(ENQUEUED)
+
+    enqueue(base, 3)
+    wait_for_text(page, ENQUEUED, "3")
+
+    # A ticked box (rows selected for a bulk action) keeps its region as it is, while
+    # the other regions go on refreshing; untick it and leave it, and the region follows.
+    page.evaluate(
+        "document.querySelector('#later-panel-stages').insertAdjacentHTML("
+        "'beforeend', '<input type=checkbox id=later-probe>')"
+    )
+    page.check("#later-probe")
+    enqueue(base, 2)
+    wait_for_text(page, READY, "5")
+    enqueued_while_ticked = page.inner_text(ENQUEUED)
+    still_ticked = page.is_checked("#later-probe")
+    page.uncheck("#later-probe")
+    page.click("#later-panel-db-size h2")  # the focus leaves the box
+    wait_for_text(page, ENQUEUED, "5")
+
+    page.evaluate(SET_HIDDEN, True)
+    hidden_at = time.monotonic()
+    enqueue(base, 2)
+    page.wait_for_timeout(12_000)  # more than two intervals
+    fetched_while_hidden = requests.since(hidden_at)
+    enqueued_while_hidden = page.inner_text(ENQUEUED)
+
+    shown_at = time.monotonic()  # before: the fetch starts inside the event's handler
+    page.evaluate(SET_HIDDEN, False)
+    wait_for_text(page, ENQUEUED, "7", timeout_ms=3_000)
+    fetched_when_shown = requests.since(shown_at)
+
+    assert control == "Live · every 5 s"
+    assert enqueued_at_first == "0"
+    assert enqueued_while_ticked == "3" and still_ticked
+    assert fetched_while_hidden == 0
+    assert enqueued_while_hidden == "5"
+    assert fetched_when_shown >= 1
+    assert len(requests.started) >= 4
+    assert page.evaluate("window.laterMarker") == "the page loaded once"
+    assert loads == []
+    assert page.url == f"{base}{DASHBOARD}"
+
+
+def test_the_live_button_pauses_the_refresh_on_every_page_and_remembers_it(
+    page, empty_site
+) -> None:
+    base = empty_site.base
+    log_in(page, base)
+    page.goto(f"{base}{DASHBOARD}")
+    requests = RefreshRequests(page)
+    page.click(".later-live")
+    paused = page.inner_text(".later-live"), page.get_attribute(".later-live", "aria-pressed")
+    stored = page.evaluate("localStorage.getItem('later_django.live_refresh')")
+    page.goto(f"{base}/admin/later_django/queues/")
+    on_queues = page.inner_text(".later-live")
+    paused_at = time.monotonic()
+    page.wait_for_timeout(7_000)  # more than an interval
+    fetched_while_paused = requests.since(paused_at)
+    enqueue(base, 1)
+    page.click(".later-live")
+    live_again = page.inner_text(".later-live")
+    page.wait_for_function(
+        "() => document.querySelector('#later-queue-page td.later-ready')?.textContent === '1'",
+        timeout=3_000,
+    )
+
+    assert paused == ("Live · paused", "false")
+    assert stored == "off"
+    assert on_queues == "Live · paused"
+    assert fetched_while_paused == 0
+    assert live_again == "Live · every 5 s"
+    assert requests.since(paused_at) >= 1
