@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypedDict, overload
 
 from django.utils import timezone
 
@@ -384,6 +384,11 @@ def _selection(
     )
 
 
-def _target() -> dict[str, str]:
+class _Target(TypedDict):
+    using: str
+    namespace: str
+
+
+def _target() -> _Target:
     settings = later_settings()
     return {"using": settings.database, "namespace": settings.namespace}

@@ -4,7 +4,8 @@ a live job, delete a job.
 One job at a time (the dashboard's buttons: :func:`retry_failed`, :func:`run_now`,
 :func:`delete_job`; :func:`cancel_job`), or every job of a stage that a
 :class:`JobSelection` picks, in bounded batches (:func:`retry_selected`,
-:func:`cancel_selected`, :func:`delete_selected`: the native API and ``later_jobs``).
+:func:`cancel_selected`, :func:`delete_selected`, :func:`run_now_selected`: the
+native API, ``later_jobs`` and the dashboard's bulk actions).
 
 Each single action is one transaction on the job's database, and each batch is
 one: it reads the records under a row lock (PostgreSQL ``FOR UPDATE``; SQLite's
@@ -38,8 +39,9 @@ from later_django.engine.continuations import commit_releasing_children
 from later_django.engine.record_reads import read_records, read_records_and_errors
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import ActionRefused, RecordDecodeError
+from later_django.storage.job_index import INDEX_CURSOR
 from later_django.storage.stores import Stores, stores_for
-from later_django.storage.types import Delete, RangeRemove
+from later_django.storage.types import Delete, JobIndexRow, RangeRemove
 
 #: How far after the job became ready its delivery message may have been published.
 _PUBLISH_WINDOW_MS = 60_000
@@ -62,6 +64,11 @@ BULK_DELETE_STAGES = (
 )
 #: The stages whose jobs can be cancelled in bulk: every live stage.
 BULK_CANCEL_STAGES = stages.LIVE_STAGES
+#: The stages whose jobs can be run now in bulk: those waiting for a time.
+BULK_RUN_NOW_STAGES = (stages.DELAYED, stages.REQUEUED)
+#: The start of a bulk walk's cursor inside the job queues' unclaimed messages
+#: (``q:<sequence>``: the messages below that sequence); the job lists use it too.
+QUEUE_CURSOR = "q:"
 
 #: What a cancel did to one job (:func:`cancel_job`).
 CANCELLED = "cancelled"  # written cancelled: it will never start (again)
@@ -309,20 +316,66 @@ def _delete_queue_message(stores: Stores, record: JobRecord) -> bool:
 
 @dataclass(frozen=True)
 class JobSelection:
-    """The jobs of one stage a bulk action takes: all, or those of one task (its
-    module path), of one queue, or that entered the stage at or after ``since_ms``.
-    Expired finished jobs (past their retention) are not selected."""
+    """The jobs of one stage a bulk action takes: all, or those matching every filter
+    given: one task (``task_path``, its module path) or the tasks whose path starts
+    with ``task_prefix``; one queue; that entered the stage at or after ``since_ms``
+    and at or before ``until_ms``; whose last error is of ``error_class`` (its class
+    path). ``job_ids``, when given, names the jobs instead of a walk of the stage (the
+    other filters still apply). Expired finished jobs (past their retention) are not
+    selected."""
 
     stage: str
     task_path: str | None = None
     queue_name: str | None = None
     since_ms: int | None = None
+    until_ms: int | None = None
+    task_prefix: str | None = None
+    error_class: str | None = None
+    job_ids: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.stage not in stages.ALL_STAGES:
             raise ValueError(
                 f"stage {self.stage!r} is not a stage; use one of {', '.join(stages.ALL_STAGES)}"
             )
+
+    def picks_task(self, task_path: str) -> bool:
+        """Whether a job of ``task_path`` passes the task filters."""
+        if self.task_path is not None and task_path != self.task_path:
+            return False
+        return self.task_prefix is None or task_path.startswith(self.task_prefix)
+
+    def picks_time(self, stage_at_ms: int) -> bool:
+        """Whether a job that entered its stage at ``stage_at_ms`` is inside the range."""
+        if self.since_ms is not None and stage_at_ms < self.since_ms:
+            return False
+        return self.until_ms is None or stage_at_ms <= self.until_ms
+
+    def picks_row(self, row: JobIndexRow) -> bool:
+        """Whether an index row passes the filters an index row can answer (task, time)."""
+        return self.picks_task(row.payload_type) and self.picks_time(row.stage_date_ms)
+
+    def picks_record(self, record: JobRecord) -> bool:
+        """Whether a record passes the filters only a record can answer (queue, error)."""
+        if self.queue_name is not None and record.queue_name != self.queue_name:
+            return False
+        if self.error_class is None:
+            return True
+        return bool(record.errors) and record.errors[-1].exception_class_path == self.error_class
+
+    @property
+    def needs_records(self) -> bool:
+        """Whether some filter is answered by the record only (queue, error)."""
+        return self.queue_name is not None or self.error_class is not None
+
+    def first_cursor(self) -> str | None:
+        """Where a newest-first walk of the stage's index rows starts: the newest row,
+        or with ``until_ms`` the keyset position before every row of the next
+        millisecond (``i:<until_ms + 1>:``, an empty job id), so the index answers
+        ``until`` without a row being read before it."""
+        if self.until_ms is None:
+            return None
+        return f"{INDEX_CURSOR}:{self.until_ms + 1}:"
 
 
 @dataclass
@@ -338,6 +391,46 @@ class BulkOutcome:
     requested: int = 0
     batches: int = 0
     refusals: list[str] = field(default_factory=list)
+    #: Set when a run given ``max_rows`` stopped before the end of the stage: the
+    #: ``cursor`` that continues the walk after the last job it looked at.
+    resume_cursor: str | None = None
+
+
+@dataclass
+class _Walk:
+    """One bulk run's settings and what is left of its ``max_rows`` (``None``: no bound)."""
+
+    stores: Stores
+    namespace: str
+    batch_size: int
+    dry_run: bool
+    rows_left: int | None
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {self.batch_size!r}")
+        if self.rows_left is not None and self.rows_left < 1:
+            raise ValueError(f"max_rows must be at least 1 (or None), not {self.rows_left!r}")
+
+    def target(self) -> tuple[Stores, str]:
+        return self.stores, self.namespace
+
+    def page_size(self) -> int:
+        """Rows to read next: a batch, or what is left of the bound when smaller."""
+        return self.batch_size if self.rows_left is None else min(self.batch_size, self.rows_left)
+
+    def spend(self, rows: int) -> bool:
+        """Counts ``rows`` looked at; whether the bound is used up."""
+        if self.rows_left is None:
+            return False
+        self.rows_left -= rows
+        return self.rows_left <= 0
+
+
+def _walk(
+    using: str, namespace: str, batch_size: int, dry_run: bool, max_rows: int | None
+) -> _Walk:
+    return _Walk(stores_for(using), namespace, batch_size, dry_run, max_rows)
 
 
 def retry_selected(
@@ -347,13 +440,38 @@ def retry_selected(
     namespace: str,
     batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
+    cursor: str | None = None,
+    max_rows: int | None = None,
 ) -> BulkOutcome:
     """Retries every failed job ``selection`` picks (its stage must be ``failed``), as
     :func:`retry_failed` would, ``batch_size`` jobs per transaction; see
-    :func:`_in_batches` for what holds."""
+    :func:`_in_batches` for what holds, and for ``cursor`` and ``max_rows``."""
     if selection.stage != stages.FAILED:
         raise ValueError(f"only failed jobs can be retried, not stage {selection.stage!r}")
-    return _in_batches(_retry, selection, using, namespace, batch_size, dry_run)
+    walk = _walk(using, namespace, batch_size, dry_run, max_rows)
+    return _in_batches(_retry, selection, walk, cursor)
+
+
+def run_now_selected(
+    selection: JobSelection,
+    *,
+    using: str,
+    namespace: str,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    dry_run: bool = False,
+    cursor: str | None = None,
+    max_rows: int | None = None,
+) -> BulkOutcome:
+    """Makes every delayed or requeued job ``selection`` picks ready now, as
+    :func:`run_now` would, ``batch_size`` jobs per transaction; the stage must be one
+    of :data:`BULK_RUN_NOW_STAGES`. See :func:`_in_batches`."""
+    if selection.stage not in BULK_RUN_NOW_STAGES:
+        raise ValueError(
+            f"jobs of stage {selection.stage!r} cannot be run now; the stages that can: "
+            f"{', '.join(BULK_RUN_NOW_STAGES)} (the jobs waiting for a time)"
+        )
+    walk = _walk(using, namespace, batch_size, dry_run, max_rows)
+    return _in_batches(_run_now, selection, walk, cursor)
 
 
 def cancel_selected(
@@ -363,23 +481,29 @@ def cancel_selected(
     namespace: str,
     batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
+    cursor: str | None = None,
+    max_rows: int | None = None,
 ) -> BulkOutcome:
     """Cancels every job ``selection`` picks, as :func:`cancel_job` would (running
     jobs, and jobs on partitions, are asked to stop: counted in ``requested``),
     ``batch_size`` jobs per transaction; the stage must be a live one. Queued jobs
-    are walked through their queue's unclaimed messages, the others through the
-    job index; see :func:`_in_batches` for what holds."""
+    are walked through their queue's unclaimed messages (cursor ``q:<sequence>``),
+    then the partitioned ones through the job index; see :func:`_in_batches`."""
     if selection.stage not in BULK_CANCEL_STAGES:
         raise ValueError(
             f"jobs of stage {selection.stage!r} cannot be cancelled; the stages that can: "
             f"{', '.join(BULK_CANCEL_STAGES)} (finished jobs are done)"
         )
-    if selection.stage == stages.ENQUEUED:
-        outcome = _queued_in_batches(selection, using, namespace, batch_size, dry_run)
-        # Jobs queued on partitions have index rows; the index lists no other queued job,
-        # so a cancel through it only writes requests, which a dry run's writes discard.
-        return _in_batches(_cancel, selection, using, namespace, batch_size, dry_run, outcome)
-    return _in_batches(_cancel, selection, using, namespace, batch_size, dry_run)
+    walk = _walk(using, namespace, batch_size, dry_run, max_rows)
+    in_queue = cursor is None or cursor.startswith(QUEUE_CURSOR)
+    if selection.stage != stages.ENQUEUED or selection.job_ids is not None or not in_queue:
+        return _in_batches(_cancel, selection, walk, cursor)
+    outcome = _queued_in_batches(selection, walk, cursor)
+    if outcome.resume_cursor is not None:
+        return outcome
+    # Jobs queued on partitions have index rows; the index lists no other queued job,
+    # so a cancel through it only writes requests, which a dry run's writes discard.
+    return _in_batches(_cancel, selection, walk, None, outcome)
 
 
 def delete_selected(
@@ -389,6 +513,8 @@ def delete_selected(
     namespace: str,
     batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
+    cursor: str | None = None,
+    max_rows: int | None = None,
 ) -> BulkOutcome:
     """Deletes every job ``selection`` picks, as :func:`delete_job` would, ``batch_size``
     jobs per transaction; the stage must be one of :data:`BULK_DELETE_STAGES`."""
@@ -398,50 +524,59 @@ def delete_selected(
             f"can: {', '.join(BULK_DELETE_STAGES)} (running jobs are held by a worker; "
             "queued jobs are listed by their queue, not by the job index)"
         )
-    return _in_batches(_delete, selection, using, namespace, batch_size, dry_run)
+    walk = _walk(using, namespace, batch_size, dry_run, max_rows)
+    return _in_batches(_delete, selection, walk, cursor)
 
 
 def _in_batches(
     action: _Action,
     selection: JobSelection,
-    using: str,
-    namespace: str,
-    batch_size: int,
-    dry_run: bool,
+    walk: _Walk,
+    cursor: str | None,
     outcome: BulkOutcome | None = None,
 ) -> BulkOutcome:
-    """Walks the stage's index rows newest first, ``batch_size`` per page, and acts on
-    the selected jobs of each page in one transaction of their own (call outside a
-    transaction so each batch commits as it goes).
+    """Walks the stage's index rows newest first from ``cursor`` (exclusive; ``None``:
+    from the newest, or from ``selection.until_ms``), ``batch_size`` per page, and
+    acts on the selected jobs of each page in one transaction of their own (call
+    outside a transaction so each batch commits as it goes). With
+    ``selection.job_ids`` those jobs are taken instead, ``batch_size`` per
+    transaction, and ``cursor`` is not used.
 
     Bounded: no transaction holds more than ``batch_size`` jobs, and the walk's
     keyset cursor moves past every page, so a job the action moves out of the stage
     and back (a retried job failing again) is newer than the cursor and not taken
-    twice. A job that left the stage between the page's read and its lock is
+    twice. With ``max_rows`` the walk stops once it has looked at that many index
+    rows (matching or not) and sets ``outcome.resume_cursor``: pass it as ``cursor``
+    to go on. A job that left the stage between the page's read and its lock is
     refused with the reason. With ``dry_run`` the same checks run on records read
     without a lock and nothing is written.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, not {batch_size!r}")
-    stores = stores_for(using)
     outcome = outcome or BulkOutcome()
-    cursor: str | None = None
+    if selection.job_ids is not None:
+        ids = list(dict.fromkeys(selection.job_ids))
+        for start in range(0, len(ids), walk.batch_size):
+            batch = ids[start : start + walk.batch_size]
+            _act_on_batch(action, batch, selection, *walk.target(), outcome, walk.dry_run)
+        return outcome
+    index = walk.stores.index
+    cursor = cursor or selection.first_cursor()
     while True:
-        page = stores.index.job_index_list_by_stage(namespace, selection.stage, cursor, batch_size)
-        rows = page.items
+        page = index.job_index_list_by_stage(
+            walk.namespace, selection.stage, cursor, walk.page_size()
+        )
         done = page.next_cursor is None
         if selection.since_ms is not None:
-            done = done or any(row.stage_date_ms < selection.since_ms for row in rows)
-            rows = [row for row in rows if row.stage_date_ms >= selection.since_ms]
-        if selection.task_path is not None:
-            rows = [row for row in rows if row.payload_type == selection.task_path]
+            done = done or any(row.stage_date_ms < selection.since_ms for row in page.items)
+        rows = [row for row in page.items if selection.picks_row(row)]
         if rows:
-            _act_on_batch(
-                action, [row.job_id for row in rows], selection, stores, namespace, outcome, dry_run
-            )
+            job_ids = [row.job_id for row in rows]
+            _act_on_batch(action, job_ids, selection, *walk.target(), outcome, walk.dry_run)
         if done:
             return outcome
         cursor = page.next_cursor
+        if walk.spend(len(page.items)):
+            outcome.resume_cursor = cursor
+            return outcome
 
 
 def _act_on_batch(
@@ -453,7 +588,7 @@ def _act_on_batch(
     outcome: BulkOutcome,
     dry_run: bool,
 ) -> None:
-    """One transaction: the records of ``job_ids`` locked, filtered by queue, acted on."""
+    """One transaction: the records of ``job_ids`` locked, filtered (queue, error), acted on."""
     # A dry run reads without locks and writes nothing: no transaction to hold.
     with contextlib.nullcontext() if dry_run else transaction.atomic(using=stores.using):
         found, undecodable = read_records_and_errors(
@@ -469,7 +604,7 @@ def _act_on_batch(
             record = found.get(job_id)
             if record is None:
                 continue  # deleted, or expired, since the page was read
-            if selection.queue_name is not None and record.queue_name != selection.queue_name:
+            if not selection.picks_record(record):
                 continue
             outcome.matched += 1
             if record.stage != selection.stage:
@@ -489,20 +624,20 @@ def _act_on_batch(
     outcome.batches += 1
 
 
-def _queued_in_batches(
-    selection: JobSelection, using: str, namespace: str, batch_size: int, dry_run: bool
-) -> BulkOutcome:
-    """Cancels the selected jobs of the job queues' unclaimed messages, newest first,
+def _queued_in_batches(selection: JobSelection, walk: _Walk, cursor: str | None) -> BulkOutcome:
+    """Cancels the selected jobs of the job queues' unclaimed messages, newest first
+    from ``cursor`` (``q:<sequence>``, exclusive; ``None``: the newest),
     ``batch_size`` messages per transaction: each message deleted (only while still
     unclaimed) and its job written cancelled in one transaction, so a message a
     worker claims meanwhile is left to it, its job refused with the reason. Bounded
-    like :func:`_in_batches`: the walk's cursor (the sequence) only goes down."""
-    stores = stores_for(using)
+    like :func:`_in_batches`: the walk's cursor (the sequence) only goes down, and
+    ``max_rows`` counts the messages looked at."""
     outcome = BulkOutcome()
-    before: int | None = None
+    before = None if cursor is None else _queue_sequence(cursor)
     settings = later_settings()
     while True:
-        messages = stores.index.queued_messages(namespace, before, batch_size)
+        size = walk.page_size()
+        messages = walk.stores.index.queued_messages(walk.namespace, before, size)
         if not messages:
             return outcome
         before = messages[-1].sequence
@@ -512,27 +647,37 @@ def _queued_in_batches(
                 command = decode_command(message.payload)
             except RecordDecodeError:
                 continue
-            if not isinstance(command, ExecuteJob):
-                continue
-            if selection.task_path is None or command.payload_type == selection.task_path:
+            if isinstance(command, ExecuteJob) and selection.picks_task(command.payload_type):
                 picked.append((message.sequence, command.job_id))
         if picked:
-            _cancel_queued(picked, selection, stores, namespace, outcome, dry_run, settings)
-        if len(messages) < batch_size:
+            _cancel_queued(picked, selection, walk, outcome, settings)
+        if len(messages) < size:
             return outcome
+        if walk.spend(len(messages)):
+            outcome.resume_cursor = f"{QUEUE_CURSOR}{before}"
+            return outcome
+
+
+def _queue_sequence(cursor: str) -> int:
+    """The sequence of a ``q:<sequence>`` cursor; ``ValueError`` naming it otherwise."""
+    try:
+        return int(cursor.removeprefix(QUEUE_CURSOR))
+    except ValueError:
+        raise ValueError(
+            f"not a queue cursor: {cursor!r} (expected {QUEUE_CURSOR}<sequence>)"
+        ) from None
 
 
 def _cancel_queued(
     picked: list[tuple[int, str]],
     selection: JobSelection,
-    stores: Stores,
-    namespace: str,
+    walk: _Walk,
     outcome: BulkOutcome,
-    dry_run: bool,
     settings: LaterSettings,
 ) -> None:
     """One transaction of :func:`_queued_in_batches`: the records locked, filtered
-    by queue and ``since``, each message deleted while unclaimed, the job cancelled."""
+    (queue, error, time), each message deleted while unclaimed, the job cancelled."""
+    stores, namespace, dry_run = walk.stores, walk.namespace, walk.dry_run
     with contextlib.nullcontext() if dry_run else transaction.atomic(using=stores.using):
         # An undecodable record is left out (and logged): its worker fails it.
         found = read_records(
@@ -544,9 +689,7 @@ def _cancel_queued(
             record = found.get(job_id)
             if record is None or record.stage != stages.ENQUEUED:
                 continue
-            if selection.queue_name is not None and record.queue_name != selection.queue_name:
-                continue
-            if selection.since_ms is not None and record.stage_at_ms < selection.since_ms:
+            if not (selection.picks_record(record) and selection.picks_time(record.stage_at_ms)):
                 continue
             outcome.matched += 1
             if not dry_run and not stores.queue.delete_unclaimed(sequence):
