@@ -398,6 +398,35 @@ class JobWaitMetric(LaterModel):
         db_table = "later_job_wait_metrics"
 
 
+class TaskMinuteMetric(LaterModel):
+    """Attempts of one task per minute, outcome, error class and duration bucket.
+
+    ``error_class`` is the error's class path for the failing outcomes
+    (:data:`~later_django.core.attempts.FAILING_OUTCOMES`), else ``''``;
+    ``duration_bucket`` is a bucket of :mod:`later_django.core.duration_histogram`
+    (-1: duration unknown); ``sample_job_id`` the newest job (highest ULID) of a failing
+    row, else ``''``. The key leads with the minute, so a window's rows are one range of
+    the primary key; kept as long as the transition metrics (decision 100).
+    """
+
+    pk = models.CompositePrimaryKey(
+        "namespace", "minute_bucket", "task_path", "outcome", "error_class", "duration_bucket"
+    )
+    namespace = models.CharField(max_length=NAME_LENGTH)
+    minute_bucket = models.BigIntegerField()
+    task_path = models.CharField(max_length=KEY_LENGTH)
+    outcome = models.CharField(max_length=20)
+    error_class = models.CharField(max_length=KEY_LENGTH)
+    duration_bucket = models.SmallIntegerField()
+    count = models.BigIntegerField(default=0)
+    sum_ms = models.BigIntegerField(default=0)
+    max_ms = models.BigIntegerField(default=0)
+    sample_job_id = models.CharField(max_length=NAME_LENGTH, default="")
+
+    class Meta:
+        db_table = "later_task_minute"
+
+
 class QueueSample(LaterModel):
     """Queue length once a minute (queued and partitioned), kept one week."""
 

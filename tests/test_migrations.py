@@ -33,6 +33,7 @@ EXPECTED_TABLES = {
     "later_job_transition_metrics",
     "later_job_wait_metrics",
     "later_queue_samples",
+    "later_task_minute",
 }
 EXPECTED_INDEXES = {
     "later_storage_expire_idx",
@@ -85,7 +86,7 @@ def test_makemigrations_finds_nothing_to_do() -> None:
     assert "No changes detected" in output.getvalue()
 
 
-def test_migrate_creates_all_21_tables_with_the_models_names(db_alias: str) -> None:
+def test_migrate_creates_all_22_tables_with_the_models_names(db_alias: str) -> None:
     model_tables = {
         model._meta.db_table for model in apps.get_app_config("later_django").get_models()
     }
@@ -187,6 +188,29 @@ def test_migration_0005_counts_the_finished_rows_already_in_the_index(db_alias: 
         assert stage_counter_totals(db_alias) == before, "reverse removes the finished counters"
         store.job_index_upsert("ns", [row("f", "success", now_ms() + hour)])
         assert stage_counter_totals(db_alias) == before, "and 0002's triggers are back"
+    finally:
+        call_command("migrate", "later_django", database=db_alias, verbosity=0)
+
+
+def test_migration_0012_adds_the_attempts_table_and_takes_it_away(db_alias: str) -> None:
+    from later_django.core.clock import now_ms
+    from later_django.storage.stores import stores_for
+    from later_django.storage.types import JobIndexMetricsBatch, TaskMinuteSample
+
+    attempt = TaskMinuteSample("t", "failed", "E", now_ms(), 3, 1, 2.0, 2.0, "01A")
+    batch = JobIndexMetricsBatch(transitions=[("failed", now_ms(), 1)], task_minutes=[attempt])
+    call_command("migrate", "later_django", "0011", database=db_alias, verbosity=0)
+    try:
+        assert "later_task_minute" not in later_tables(db_alias)
+        call_command("migrate", "later_django", "0012", database=db_alias, verbosity=0)
+        stores_for(db_alias).metrics.record_batch("ns", batch)
+        stores_for(db_alias).metrics.record_batch("ns", batch)
+        with connections[db_alias].cursor() as cursor:
+            cursor.execute("SELECT count, sum_ms, sample_job_id FROM later_task_minute")
+            assert cursor.fetchall() == [(2, 4, "01A")]
+        call_command("migrate", "later_django", "0011", database=db_alias, verbosity=0)
+        assert "later_task_minute" not in later_tables(db_alias)
+        assert "later_job_transition_metrics" in later_tables(db_alias)
     finally:
         call_command("migrate", "later_django", database=db_alias, verbosity=0)
 

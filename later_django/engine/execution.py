@@ -346,6 +346,7 @@ def _start_message(
             f"execution lease of attempt {record.attempts}",
         )
         moves.fail_attempt(writes, record, now, lost, worker.settings, _policy_or_none(record))
+        writes.count_attempt(record, None)
         writes.ack(message.sequence)
         return None
     task = _task_or_refuse(writes, record, now, worker) if record.stage == stages.ENQUEUED else None
@@ -461,6 +462,7 @@ def _start_claim(
             f"{claim.partition_id} while running attempt {record.attempts}",
         )
         moves.fail_attempt(writes, record, now, lost, worker.settings, _policy_or_none(record))
+        writes.count_attempt(record, None)
         return None
     if record.stage in (stages.DELAYED, stages.REQUEUED):
         moves.make_ready(writes, record, now)
@@ -614,7 +616,11 @@ def record_lost_attempts(
     with transaction.atomic(using=stores.using, savepoint=False):
         held = set(stores.executions.lease_renew(namespace, worker_id, job_ids, now))
         outcomes = [
-            Outcome(job, error=_attempt_error(error_class, job.record, now, why))
+            Outcome(
+                job,
+                error=_attempt_error(error_class, job.record, now, why),
+                seconds=_seconds_since_attempt(job.record, now),
+            )
             for job in started
             if job.record.job_id in held
         ]
@@ -667,6 +673,7 @@ def _write_outcomes(
             moves.fail_attempt(
                 writes, record, now, outcome.error, settings, policy, retryable=outcome.retryable
             )
+        writes.count_attempt(record, outcome.seconds * 1000)
     return records
 
 
@@ -731,6 +738,7 @@ def _task_or_refuse(writes: JobWrites, record: JobRecord, now: int, worker: _Wor
     except UnregisteredTaskError as error:
         logger.error("job %s: %s; marking it failed", record.job_id, error)
         moves.refuse_unregistered(writes, record, now, worker.worker_id, error, worker.settings)
+        writes.count_attempt(record, None)
         return None
 
 
@@ -739,6 +747,11 @@ def _policy_or_none(record: JobRecord) -> RetryPolicy | None:
         return task_retry_policy(resolve_task(record.task_path))
     except UnregisteredTaskError:
         return None
+
+
+def _seconds_since_attempt(record: JobRecord, now: int) -> float:
+    """How long the attempt of ``record`` has run at ``now`` (from its start as written)."""
+    return max(0, now - (record.last_attempted_at_ms or now)) / 1000
 
 
 def _worker_lost(record: JobRecord, now: int, why: str) -> JobError:

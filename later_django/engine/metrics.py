@@ -1,6 +1,7 @@
-"""Transition and wait metrics, folded in memory and written as one batch.
+"""Transition, wait and attempt metrics, folded in memory and written as one batch.
 
-Every committed stage move adds to a per-process accumulator, keyed by
+Every committed stage move, and every attempt's end (its task, outcome, error class
+and duration: the per-task figures), adds to a per-process accumulator, keyed by
 (namespace, database alias) and by minute; :func:`flush` writes what was
 gathered with one statement per metric table and empties it. Workers flush
 about once a second and when they stop; other processes (web servers that
@@ -16,10 +17,12 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from later_django.core.clock import MINUTE_MS, minute_bucket
+from later_django.core.duration_histogram import bucket_of
 from later_django.storage.stores import stores_for
-from later_django.storage.types import JobIndexMetricsBatch
+from later_django.storage.types import JobIndexMetricsBatch, TaskMinuteSample
 
 logger = logging.getLogger("later_django.metrics")
 
@@ -27,15 +30,25 @@ logger = logging.getLogger("later_django.metrics")
 ENQUEUE_SIDE_FLUSH_SECONDS = 1.0
 
 
+#: An attempt's end: ``(task_path, outcome, error_class, duration_ms or None, job_id,
+#: at_ms)``; a plain tuple, made once per attempt on the worker's path.
+AttemptSample = tuple[str, str, str, float | None, str, int]
+#: The key of an attempt row in memory: ``(task_path, outcome, error_class, minute,
+#: duration_bucket)``.
+_AttemptKey = tuple[str, str, str, int, int]
+
+
 @dataclass
 class MetricsBatch:
-    """Samples gathered for one transaction: ``(stage, at_ms)`` and ``(mode, wait_ms, at_ms)``."""
+    """Samples gathered for one transaction: ``(stage, at_ms)``, ``(mode, wait_ms, at_ms)``
+    and :data:`AttemptSample`."""
 
     transitions: list[tuple[str, int]] = field(default_factory=list)
     waits: list[tuple[str, int, int]] = field(default_factory=list)
+    attempts: list[AttemptSample] = field(default_factory=list)
 
     def is_empty(self) -> bool:
-        return not self.transitions and not self.waits
+        return not self.transitions and not self.waits and not self.attempts
 
 
 class MetricsAccumulator:
@@ -49,6 +62,8 @@ class MetricsAccumulator:
         )
         # (ns, alias) -> {(mode, minute): [count, sum, max]}
         self._waits: dict[tuple[str, str], dict[tuple[str, int], list[int]]] = defaultdict(dict)
+        # (ns, alias) -> {_AttemptKey: [count, sum_ms, max_ms, newest job id]}
+        self._attempts: dict[tuple[str, str], dict[_AttemptKey, list[Any]]] = defaultdict(dict)
         self._last_flush = time.monotonic()
 
     def add(self, namespace: str, using: str, batch: MetricsBatch) -> None:
@@ -58,6 +73,54 @@ class MetricsAccumulator:
             [(stage, at_ms, 1) for stage, at_ms in batch.transitions],
             [(mode, at_ms, 1, wait_ms, wait_ms) for mode, wait_ms, at_ms in batch.waits],
         )
+        if batch.attempts:
+            self._add_attempts(
+                namespace,
+                using,
+                [
+                    TaskMinuteSample(
+                        task_path,
+                        outcome,
+                        error_class,
+                        at_ms,
+                        bucket_of(duration_ms),
+                        1,
+                        duration_ms or 0,
+                        duration_ms or 0,
+                        job_id,
+                    )
+                    for (task_path, outcome, error_class, duration_ms, job_id, at_ms) in (
+                        batch.attempts
+                    )
+                ],
+            )
+
+    def _add_attempts(self, namespace: str, using: str, samples: list[TaskMinuteSample]) -> None:
+        """Adds attempt sums (their sums and maxima may be fractions of a millisecond
+        until :meth:`take` rounds them)."""
+        with self._lock:
+            rows = self._attempts[(namespace, using)]
+            for sample in samples:
+                key = (
+                    sample.task_path,
+                    sample.outcome,
+                    sample.error_class,
+                    minute_bucket(sample.at_ms),
+                    sample.duration_bucket,
+                )
+                entry = rows.get(key)
+                if entry is None:
+                    rows[key] = [
+                        sample.attempts,
+                        sample.sum_ms,
+                        sample.max_ms,
+                        sample.sample_job_id,
+                    ]
+                else:
+                    entry[0] += sample.attempts
+                    entry[1] += sample.sum_ms
+                    entry[2] = max(entry[2], sample.max_ms)
+                    entry[3] = max(entry[3], sample.sample_job_id)
 
     def _add_sums(
         self,
@@ -86,15 +149,35 @@ class MetricsAccumulator:
                 defaultdict(lambda: defaultdict(int)),
             )
             waits, self._waits = self._waits, defaultdict(dict)
+            attempts, self._attempts = self._attempts, defaultdict(dict)
             self._last_flush = time.monotonic()
         batches: dict[tuple[str, str], JobIndexMetricsBatch] = {}
-        for target in set(transitions) | set(waits):
+        for target in set(transitions) | set(waits) | set(attempts):
             batch = JobIndexMetricsBatch()
             for (stage, minute), count in sorted(transitions.get(target, {}).items()):
                 batch.transitions.append((stage, minute * MINUTE_MS, count))
             for (mode, minute), (count, total, longest) in sorted(waits.get(target, {}).items()):
                 batch.waits.append((mode, minute * MINUTE_MS, count, total, longest))
-            if batch.transitions or batch.waits:
+            for (task_path, outcome, error_class, minute, bucket), (
+                count,
+                total,
+                longest,
+                sample,
+            ) in sorted(attempts.get(target, {}).items()):
+                batch.task_minutes.append(
+                    TaskMinuteSample(
+                        task_path,
+                        outcome,
+                        error_class,
+                        minute * MINUTE_MS,
+                        bucket,
+                        count,
+                        total,
+                        longest,
+                        sample,
+                    )
+                )
+            if batch.transitions or batch.waits or batch.task_minutes:
                 batches[target] = batch
         return batches
 
@@ -102,6 +185,7 @@ class MetricsAccumulator:
         """Puts back batches that could not be written (the database was away)."""
         for (namespace, using), batch in batches.items():
             self._add_sums(namespace, using, batch.transitions, batch.waits)
+            self._add_attempts(namespace, using, batch.task_minutes)
 
     def seconds_since_flush(self) -> float:
         return time.monotonic() - self._last_flush

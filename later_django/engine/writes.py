@@ -24,11 +24,12 @@ from functools import partial
 
 from django.db import transaction
 
-from later_django.core import stages
+from later_django.core import attempts, stages
 from later_django.core.commands import ExecuteJob, encode_command
 from later_django.core.records import JobRecord, encode_record
 from later_django.engine import metrics
 from later_django.engine.partition_changes import PartitionChanges
+from later_django.exceptions import TaskTimeout, class_path
 from later_django.storage.batch import WriteBatch
 from later_django.storage.stores import Stores
 from later_django.storage.types import (
@@ -38,6 +39,8 @@ from later_django.storage.types import (
     Set,
     StorageOperation,
 )
+
+_TIMEOUT_PATH = class_path(TaskTimeout)
 
 
 class JobWrites:
@@ -106,6 +109,25 @@ class JobWrites:
     def count_wait(self, mode: str, wait_ms: int, at_ms: int) -> None:
         """A metric sample: a job of ``mode`` waited ``wait_ms`` before it started."""
         self.metrics.waits.append((mode, wait_ms, at_ms))
+
+    def count_attempt(self, record: JobRecord, duration_ms: float | None) -> None:
+        """A metric sample: an attempt of ``record`` ended, the record already moved to
+        where it ended (its outcome is read from its stage and last error); it ran
+        ``duration_ms`` (None: unknown, the attempt was found lost). A failing attempt
+        carries its error's class path and its job id (the failure group's sample)."""
+        error = record.errors[-1].exception_class_path if record.errors else ""
+        outcome = attempts.attempt_outcome(record.stage, timed_out=error == _TIMEOUT_PATH)
+        failing = outcome in attempts.FAILING_OUTCOMES
+        self.metrics.attempts.append(
+            (
+                record.task_path,
+                outcome,
+                error if failing else "",
+                duration_ms,
+                record.job_id if failing else "",
+                record.stage_at_ms,
+            )
+        )
 
     def on_commit(self, callback: Callable[[], None]) -> None:
         self.after_commit.append(callback)

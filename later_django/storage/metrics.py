@@ -1,26 +1,33 @@
 """``MetricsStore``: the dashboard's minute buckets of stage transitions and queue
-waits (``later_job_transition_metrics``, ``later_job_wait_metrics``) and the
-queue-length history (``later_queue_samples``).
+waits (``later_job_transition_metrics``, ``later_job_wait_metrics``), the attempts
+per task (``later_task_minute``), and the queue-length history (``later_queue_samples``).
 
 Writes are upserts of whole minute buckets, so a flush is one statement per table
 whatever the number of jobs; reads cover the current and the previous minute (or the
 readings since a minute) and cost what they return. The statements are the job
-index family's (:class:`~later_django.storage.queries.index.IndexQueries`); the
-index's sweep removes the buckets older than ``METRIC_RETENTION_MINUTES``.
+index family's (:class:`~later_django.storage.queries.index.IndexQueries`) and, for the
+attempts, :class:`~later_django.storage.queries.task_metrics.TaskMetricQueries`; the
+sweep pass removes the buckets older than ``METRIC_RETENTION_MINUTES`` (the attempt
+rows in bounded deletes, :meth:`MetricsStore.sweep_task_minutes`).
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from later_django.core.clock import MINUTE_MS, minute_bucket
 from later_django.storage.driver import Driver
 from later_django.storage.queries.index import IndexQueries
+from later_django.storage.queries.task_metrics import TaskMetricQueries
 from later_django.storage.types import (
+    METRIC_RETENTION_MINUTES,
     QUEUE_SAMPLE_RETENTION_MINUTES,
+    FailureGroup,
     JobIndexMetricsBatch,
     JobIndexWaitStats,
     QueueSample,
+    TaskOutcomeSums,
 )
 
 
@@ -49,6 +56,47 @@ def _wait_rows(batch: JobIndexMetricsBatch) -> list[dict[str, Any]]:
     ]
 
 
+def _task_minute_rows(batch: JobIndexMetricsBatch) -> list[dict[str, Any]]:
+    """The batch's attempts summed per ``later_task_minute`` key (max and sample job id
+    are the largest), in key order: one row per key, as one upsert needs."""
+    totals: dict[tuple[int, str, str, str, int], list[Any]] = {}
+    for sample in batch.task_minutes:
+        key = (
+            minute_bucket(sample.at_ms),
+            sample.task_path,
+            sample.outcome,
+            sample.error_class,
+            sample.duration_bucket,
+        )
+        seen = totals.get(key)
+        if seen is None:
+            totals[key] = [sample.attempts, sample.sum_ms, sample.max_ms, sample.sample_job_id]
+        else:
+            seen[0] += sample.attempts
+            seen[1] += sample.sum_ms
+            seen[2] = max(seen[2], sample.max_ms)
+            seen[3] = max(seen[3], sample.sample_job_id)
+    return [
+        {
+            "minute_bucket": bucket,
+            "task_path": task_path,
+            "outcome": outcome,
+            "error_class": error_class,
+            "duration_bucket": duration_bucket,
+            "count": count,
+            "sum_ms": round(sum_ms),
+            "max_ms": round(max_ms),
+            "sample_job_id": sample_job_id,
+        }
+        for (bucket, task_path, outcome, error_class, duration_bucket), (
+            count,
+            sum_ms,
+            max_ms,
+            sample_job_id,
+        ) in sorted(totals.items())
+    ]
+
+
 def _recent_buckets(now: int) -> dict[str, int]:
     """The minute bucket of ``now`` and the one before, as statement parameters."""
     current = minute_bucket(now)
@@ -61,22 +109,27 @@ class MetricsStore:
     def __init__(self, driver: Driver) -> None:
         self._driver = driver
         self._q = driver.queries(IndexQueries)
+        self._tasks = driver.queries(TaskMetricQueries)
 
     # --- metrics ---
 
     def record_batch(self, namespace: str, batch: JobIndexMetricsBatch) -> None:
-        """Adds a batch: samples of one key (stage or mode, minute bucket) are summed
-        first (wait max is the max), then one upsert per metric table, atomically."""
-        transitions, waits = _transition_rows(batch), _wait_rows(batch)
+        """Adds a batch: samples of one key (stage or mode, minute bucket; a task's
+        minute key) are summed first (a max is the max), then one upsert per metric
+        table that has rows, atomically."""
+        writes = [
+            (statement, rows)
+            for statement, rows in (
+                (self._q.record_transitions, _transition_rows(batch)),
+                (self._q.record_waits, _wait_rows(batch)),
+                (self._tasks.record, _task_minute_rows(batch)),
+            )
+            if rows
+        ]
         shared = {"namespace": namespace}
-        if transitions and waits:
-            with self._driver.atomic():
-                self._driver.execute_rows(self._q.record_transitions, transitions, shared)
-                self._driver.execute_rows(self._q.record_waits, waits, shared)
-        elif transitions:
-            self._driver.execute_rows(self._q.record_transitions, transitions, shared)
-        elif waits:
-            self._driver.execute_rows(self._q.record_waits, waits, shared)
+        with self._driver.atomic() if len(writes) > 1 else nullcontext():
+            for statement, rows in writes:
+                self._driver.execute_rows(statement, rows, shared)
 
     def recent_transition_count(self, namespace: str, stage: str, now_ms: int) -> int:
         """Transitions into ``stage`` in the minute bucket of ``now_ms`` and the one before."""
@@ -91,6 +144,97 @@ class MetricsStore:
         row = self._driver.fetch_one(self._q.recent_wait_stats, params)
         count, sum_ms, max_ms = (int(value) for value in row) if row else (0, 0, 0)
         return JobIndexWaitStats(count=count, avg_ms=sum_ms // count if count else 0, max_ms=max_ms)
+
+    # --- attempts per task ---
+
+    def task_outcome_sums(
+        self, namespace: str, first_bucket: int, last_bucket: int, task_path: str | None = None
+    ) -> list[TaskOutcomeSums]:
+        """The attempts of the minute buckets ``first_bucket`` … ``last_bucket`` summed
+        per (task, outcome, duration bucket), of every task or of ``task_path`` only;
+        one grouped read of the window's rows."""
+        params = {"namespace": namespace, "first_bucket": first_bucket, "last_bucket": last_bucket}
+        statement = self._tasks.outcome_sums
+        if task_path is not None:
+            statement, params = self._tasks.outcome_sums_of_task, {**params, "task_path": task_path}
+        return [
+            TaskOutcomeSums(task, outcome, int(bucket), int(count), int(sum_ms), int(max_ms))
+            for task, outcome, bucket, count, sum_ms, max_ms in self._driver.fetch_all(
+                statement, params
+            )
+        ]
+
+    def task_throughput(
+        self,
+        namespace: str,
+        task_path: str,
+        first_bucket: int,
+        last_bucket: int,
+        slot_minutes: int,
+    ) -> list[tuple[int, str, int]]:
+        """``(slot, outcome, attempts)`` of ``task_path`` in the window, slot = minute
+        bucket // ``slot_minutes``, by slot then outcome; slots without attempts are absent."""
+        params = {
+            "namespace": namespace,
+            "task_path": task_path,
+            "first_bucket": first_bucket,
+            "last_bucket": last_bucket,
+            "slot_minutes": slot_minutes,
+        }
+        return [
+            (int(slot), outcome, int(count))
+            for slot, outcome, count in self._driver.fetch_all(
+                self._tasks.throughput_of_task, params
+            )
+        ]
+
+    def failure_groups(
+        self,
+        namespace: str,
+        first_bucket: int,
+        last_bucket: int,
+        limit: int,
+        task_path: str | None = None,
+    ) -> list[FailureGroup]:
+        """The failing attempts (retried, failed, timed out) of the window per (task,
+        error class), the most first (then by task and class), at most ``limit`` groups,
+        of every task or of ``task_path`` only; one grouped read of the window's rows."""
+        params = {
+            "namespace": namespace,
+            "first_bucket": first_bucket,
+            "last_bucket": last_bucket,
+            "limit": limit,
+        }
+        statement = self._tasks.failure_groups
+        if task_path is not None:
+            statement = self._tasks.failure_groups_of_task
+            params["task_path"] = task_path
+        return [
+            FailureGroup(
+                task_path=task,
+                error_class=error_class,
+                count=int(count),
+                first_minute_ms=int(first) * MINUTE_MS,
+                last_minute_ms=int(last) * MINUTE_MS,
+                sample_job_id=sample or "",
+            )
+            for task, error_class, count, first, last, sample in self._driver.fetch_all(
+                statement, params
+            )
+        ]
+
+    def sweep_task_minutes(self, namespace: str, now_ms: int, limit: int) -> int:
+        """Deletes up to ``limit`` attempt rows of the namespace older than
+        ``METRIC_RETENTION_MINUTES`` before ``now_ms`` (one bounded statement); returns
+        how many."""
+        if limit < 1:
+            return 0
+        params = {
+            "namespace": namespace,
+            "before_bucket": minute_bucket(now_ms) - METRIC_RETENTION_MINUTES,
+            "limit": limit,
+        }
+        return self._driver.execute(self._tasks.sweep, params)
 
     # --- queue-length history ---
 

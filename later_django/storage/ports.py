@@ -29,6 +29,7 @@ from later_django.storage.partitions import HeadClaim, Partition, PartitionEntry
 from later_django.storage.types import (
     ClaimedMessage,
     ExecutionLease,
+    FailureGroup,
     JobIndexChange,
     JobIndexMetricsBatch,
     JobIndexPage,
@@ -38,6 +39,7 @@ from later_django.storage.types import (
     RangeOrder,
     RangePage,
     StorageOperation,
+    TaskOutcomeSums,
     WalCheckpoint,
     WorkerRow,
 )
@@ -661,8 +663,44 @@ class MetricsPort(Protocol):
     by :class:`~later_django.storage.metrics.MetricsStore`."""
 
     def record_batch(self, namespace: str, batch: JobIndexMetricsBatch) -> None:
-        """Adds a batch: samples of one key (stage or mode, minute bucket) are summed first (wait
-        max is the max), then one upsert per metric table, atomically."""
+        """Adds a batch: samples of one key (stage or mode, minute bucket; a task's minute key)
+        are summed first (a max is the max), then one upsert per metric table that has rows,
+        atomically."""
+
+    def task_outcome_sums(
+        self, namespace: str, first_bucket: int, last_bucket: int, task_path: str | None = None
+    ) -> list[TaskOutcomeSums]:
+        """The attempts of the minute buckets ``first_bucket`` … ``last_bucket`` summed per
+        (task, outcome, duration bucket), of every task or of ``task_path`` only; one grouped
+        read of the window's rows."""
+
+    def task_throughput(
+        self,
+        namespace: str,
+        task_path: str,
+        first_bucket: int,
+        last_bucket: int,
+        slot_minutes: int,
+    ) -> list[tuple[int, str, int]]:
+        """``(slot, outcome, attempts)`` of ``task_path`` in the window, slot = minute bucket
+        // ``slot_minutes``, by slot then outcome; slots without attempts are absent."""
+
+    def failure_groups(
+        self,
+        namespace: str,
+        first_bucket: int,
+        last_bucket: int,
+        limit: int,
+        task_path: str | None = None,
+    ) -> list[FailureGroup]:
+        """The failing attempts (retried, failed, timed out) of the window per (task, error
+        class), the most first (then by task and class), at most ``limit`` groups, of every
+        task or of ``task_path`` only; one grouped read of the window's rows."""
+
+    def sweep_task_minutes(self, namespace: str, now_ms: int, limit: int) -> int:
+        """Deletes up to ``limit`` attempt rows of the namespace older than
+        ``METRIC_RETENTION_MINUTES`` before ``now_ms`` (one bounded statement); returns how
+        many."""
 
     def recent_transition_count(self, namespace: str, stage: str, now_ms: int) -> int:
         """Transitions into ``stage`` in the minute bucket of ``now_ms`` and the one before."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 #: Metric buckets older than this many minutes are swept: one week, the longest range
 #: of the dashboard's throughput chart (at most one row per stage and mode a minute).
@@ -166,6 +167,50 @@ class JobIndexMetricsBatch:
 
     transitions: list[tuple[str, int, int]] = field(default_factory=list)
     waits: list[tuple[str, int, int, int, int]] = field(default_factory=list)
+    #: Attempts per task (``later_task_minute``).
+    task_minutes: list[TaskMinuteSample] = field(default_factory=list)
+
+
+class TaskMinuteSample(NamedTuple):
+    """Attempts of one key of ``later_task_minute`` (the minute is ``at_ms``'s): samples of
+    one key add up (``attempts``, ``sum_ms``), ``max_ms`` and ``sample_job_id`` (the highest
+    job id, the newest ULID) are the largest."""
+
+    task_path: str
+    outcome: str
+    error_class: str
+    at_ms: int
+    duration_bucket: int
+    attempts: int
+    #: Milliseconds, rounded to whole ones when written.
+    sum_ms: float
+    max_ms: float
+    sample_job_id: str
+
+
+@dataclass(frozen=True)
+class TaskOutcomeSums:
+    """Attempts of a window summed per (task, outcome, duration bucket)."""
+
+    task_path: str
+    outcome: str
+    duration_bucket: int
+    count: int
+    sum_ms: int
+    max_ms: int
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    """Failing attempts of a window for one (task, error class): how many, the first and
+    last minute they were seen in (epoch ms of the minute's start), the newest job."""
+
+    task_path: str
+    error_class: str
+    count: int
+    first_minute_ms: int
+    last_minute_ms: int
+    sample_job_id: str
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,15 @@ from later_django.core.clock import MINUTE_MS, minute_bucket, now_ms
 from later_django.core.keys import pass_lease_key
 from later_django.maintenance import PassContext, purge, queue_sample, sweep
 from later_django.storage.stores import stores_for
-from later_django.storage.types import JobIndexRow, RangeAdd, Set, WorkerRow
+from later_django.storage.types import (
+    METRIC_RETENTION_MINUTES,
+    JobIndexMetricsBatch,
+    JobIndexRow,
+    RangeAdd,
+    Set,
+    TaskMinuteSample,
+    WorkerRow,
+)
 from tests.engine import tasks
 from tests.maintenance.conftest import NAMESPACE, execute, fetch, make_runner
 
@@ -112,6 +120,27 @@ def test_sweep_loops_until_every_expired_row_is_gone_and_keeps_live_ones(
     assert stores.kv.range_count("sweep-range") == 1
     assert stores.index.job_index_get(NAMESPACE, "live1") is not None
     assert stores.index.job_index_get(NAMESPACE, "live2") is not None
+
+
+def test_sweep_deletes_attempt_rows_past_the_metric_retention_in_bounded_batches(
+    alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sweep, "SWEEP_BATCH", 10)
+    now = now_ms()
+    stale = now - (METRIC_RETENTION_MINUTES + 1) * MINUTE_MS
+    attempts = [
+        TaskMinuteSample("t", "succeeded", "", stale - n * MINUTE_MS, 1, 1, 1, 1, "")
+        for n in range(23)
+    ]
+    attempts.append(TaskMinuteSample("t", "succeeded", "", now, 1, 1, 1, 1, ""))
+    stores_for(alias).metrics.record_batch(NAMESPACE, JobIndexMetricsBatch(task_minutes=attempts))
+
+    assert sweep.sweep(context(alias, budget_seconds=-1)) == 10, "one batch when out of time"
+    runs = make_runner(alias, "sweep").run_due()
+
+    assert [(run.name, run.done, run.error) for run in runs] == [("sweep", 13, None)]
+    left = fetch(alias, "SELECT minute_bucket FROM later_task_minute")
+    assert left == [(minute_bucket(now),)]
 
 
 # --- promote ---

@@ -18,6 +18,7 @@ STORE_QUERY_MODULES = (
     "log",
     "partitions",
     "queue",
+    "task_metrics",
     "topics",
     "upkeep",
 )

@@ -1,0 +1,163 @@
+"""Attempts per task (``later_task_minute``): the flush's upsert and the window reads."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
+
+from later_django.core.clock import MINUTE_MS
+from later_django.models import TaskMinuteMetric
+from later_django.storage.stores import stores_for
+from later_django.storage.types import (
+    METRIC_RETENTION_MINUTES,
+    FailureGroup,
+    JobIndexMetricsBatch,
+    TaskMinuteSample,
+    TaskOutcomeSums,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+MINUTE = 29_000_000
+NOW = MINUTE * MINUTE_MS + 30_000
+ADD, SEND = "app.tasks.add", "app.tasks.send"
+BOOM = "builtins.RuntimeError"
+
+
+def sample(
+    task: str = ADD,
+    outcome: str = "succeeded",
+    error: str = "",
+    at_ms: int = NOW,
+    bucket: int = 10,
+    attempts: int = 1,
+    sum_ms: float = 5,
+    max_ms: float = 5,
+    job_id: str = "",
+) -> TaskMinuteSample:
+    return TaskMinuteSample(task, outcome, error, at_ms, bucket, attempts, sum_ms, max_ms, job_id)
+
+
+def record(alias: str, *samples: TaskMinuteSample, namespace: str = "ns") -> None:
+    stores_for(alias).metrics.record_batch(namespace, JobIndexMetricsBatch(task_minutes=[*samples]))
+
+
+def test_a_flush_is_one_upsert_per_table_and_adds_to_the_rows_of_earlier_flushes(
+    db_alias: str,
+) -> None:
+    batch = JobIndexMetricsBatch(
+        transitions=[("success", NOW, 2)],
+        waits=[("regular", NOW, 2, 10, 6)],
+        task_minutes=[
+            sample(sum_ms=4.4, max_ms=4.4),
+            sample(sum_ms=2.4, max_ms=2.4),  # same key: added up before the write
+            sample(outcome="failed", error=BOOM, job_id="01B", sum_ms=7, max_ms=7),
+            sample(outcome="failed", error=BOOM, job_id="01A", sum_ms=9, max_ms=9),
+        ],
+    )
+    with CaptureQueriesContext(connections[db_alias]) as captured:
+        stores_for(db_alias).metrics.record_batch("ns", batch)
+    statements = [query["sql"] for query in captured.captured_queries]
+    for table in ("later_job_transition_metrics", "later_job_wait_metrics", "later_task_minute"):
+        assert sum(f"INSERT INTO {table}" in sql for sql in statements) == 1, table
+
+    record(db_alias, sample(outcome="failed", error=BOOM, job_id="01C", sum_ms=1, max_ms=1))
+    record(db_alias, sample(outcome="failed", error=BOOM, job_id="019", sum_ms=3, max_ms=3))
+
+    rows = {
+        (row.outcome, row.error_class): (row.count, row.sum_ms, row.max_ms, row.sample_job_id)
+        for row in TaskMinuteMetric.objects.using(db_alias).filter(namespace="ns")
+    }
+    assert rows == {
+        ("succeeded", ""): (2, 7, 4, ""),  # 6.8 ms summed, rounded once
+        ("failed", BOOM): (4, 20, 9, "01C"),  # the newest (highest) job id is kept
+    }
+    assert {row.minute_bucket for row in TaskMinuteMetric.objects.using(db_alias)} == {MINUTE}
+
+
+def test_outcome_sums_cover_the_window_and_the_namespace_only(db_alias: str) -> None:
+    record(
+        db_alias,
+        sample(bucket=3, sum_ms=1, max_ms=1),
+        sample(bucket=3, at_ms=NOW - MINUTE_MS, attempts=2, sum_ms=2, max_ms=1),
+        sample(bucket=20, outcome="retried", error=BOOM, sum_ms=30, max_ms=30),
+        sample(task=SEND, bucket=-1, outcome="failed", error=BOOM, sum_ms=0, max_ms=0),
+        sample(at_ms=NOW - 5 * MINUTE_MS, attempts=100),  # before the window
+        sample(at_ms=NOW + MINUTE_MS, attempts=100),  # after it
+    )
+    record(db_alias, sample(attempts=100), namespace="other")
+    metrics = stores_for(db_alias).metrics
+
+    every_task = metrics.task_outcome_sums("ns", MINUTE - 1, MINUTE)
+    one_task = metrics.task_outcome_sums("ns", MINUTE - 1, MINUTE, SEND)
+
+    assert sorted(every_task, key=lambda row: (row.task_path, row.outcome)) == [
+        TaskOutcomeSums(ADD, "retried", 20, 1, 30, 30),
+        TaskOutcomeSums(ADD, "succeeded", 3, 3, 3, 1),
+        TaskOutcomeSums(SEND, "failed", -1, 1, 0, 0),
+    ]
+    assert one_task == [TaskOutcomeSums(SEND, "failed", -1, 1, 0, 0)]
+
+
+def test_task_throughput_sums_outcomes_per_slot(db_alias: str) -> None:
+    first = MINUTE - MINUTE % 10
+    record(
+        db_alias,
+        sample(at_ms=first * MINUTE_MS, attempts=2),
+        sample(at_ms=(first + 9) * MINUTE_MS, attempts=3, bucket=4),
+        sample(at_ms=(first + 10) * MINUTE_MS, attempts=5),
+        sample(at_ms=(first + 10) * MINUTE_MS, outcome="failed", error=BOOM),
+        sample(task=SEND, at_ms=first * MINUTE_MS, attempts=50),
+    )
+
+    slots = stores_for(db_alias).metrics.task_throughput("ns", ADD, first, first + 19, 10)
+
+    assert slots == [
+        (first // 10, "succeeded", 5),
+        (first // 10 + 1, "failed", 1),
+        (first // 10 + 1, "succeeded", 5),
+    ]
+
+
+def test_failure_groups_count_first_last_and_newest_sample_of_failing_attempts_only(
+    db_alias: str,
+) -> None:
+    timeout = "later_django.exceptions.TaskTimeout"
+    record(
+        db_alias,
+        sample(outcome="retried", error=BOOM, at_ms=NOW - 3 * MINUTE_MS, job_id="01A"),
+        sample(outcome="failed", error=BOOM, at_ms=NOW - MINUTE_MS, job_id="01D", bucket=12),
+        sample(outcome="failed", error=BOOM, at_ms=NOW - 2 * MINUTE_MS, job_id="01C"),
+        sample(outcome="timed_out", error=timeout, job_id="01B", attempts=7),
+        sample(task=SEND, outcome="failed", error=BOOM, job_id="01E", attempts=2),
+        sample(outcome="succeeded", attempts=50),
+        sample(outcome="cancelled", attempts=50),
+        sample(outcome="failed", error=BOOM, at_ms=NOW - 10 * MINUTE_MS, attempts=99),
+    )
+    metrics = stores_for(db_alias).metrics
+
+    groups = metrics.failure_groups("ns", MINUTE - 5, MINUTE, limit=10)
+
+    assert groups == [
+        FailureGroup(ADD, timeout, 7, NOW - 30_000, NOW - 30_000, "01B"),
+        FailureGroup(ADD, BOOM, 3, NOW - 30_000 - 3 * MINUTE_MS, NOW - 30_000 - MINUTE_MS, "01D"),
+        FailureGroup(SEND, BOOM, 2, NOW - 30_000, NOW - 30_000, "01E"),
+    ]
+    assert metrics.failure_groups("ns", MINUTE - 5, MINUTE, limit=1) == groups[:1]
+    assert metrics.failure_groups("ns", MINUTE - 5, MINUTE, limit=10, task_path=SEND) == groups[2:]
+    assert metrics.failure_groups("other", MINUTE - 5, MINUTE, limit=10) == []
+
+
+def test_the_sweep_deletes_rows_past_the_retention_in_bounded_statements(db_alias: str) -> None:
+    stale = NOW - (METRIC_RETENTION_MINUTES + 1) * MINUTE_MS
+    record(db_alias, *(sample(at_ms=stale - n * MINUTE_MS) for n in range(5)), sample())
+    record(db_alias, sample(at_ms=stale), namespace="other")
+    metrics = stores_for(db_alias).metrics
+
+    assert metrics.sweep_task_minutes("ns", NOW, limit=3) == 3
+    assert metrics.sweep_task_minutes("ns", NOW, limit=3) == 2
+    assert metrics.sweep_task_minutes("ns", NOW, limit=3) == 0
+
+    left = set(TaskMinuteMetric.objects.using(db_alias).values_list("namespace", "minute_bucket"))
+    assert left == {("ns", MINUTE), ("other", stale // MINUTE_MS)}
