@@ -7,7 +7,8 @@
  * - Every N seconds (`data-later-refresh-seconds` on this script's tag, default 5) it
  *   fetches the page's own URL with the header `X-Later-Refresh: 1`, parses the answer
  *   with DOMParser and replaces each marked element by the element with the same id in
- *   the answer. An id missing from the answer leaves the element as it was.
+ *   the answer. An id missing from the answer leaves the element as it was; a table
+ *   scrolled sideways in a `.later-scroll` box keeps its offset.
  * - A region is not replaced while the user works in it: a form control in it has the
  *   focus, a control's value or tick differs from the one the server rendered (rows
  *   ticked for a bulk action), or text in it is selected.
@@ -24,6 +25,7 @@
   const STORAGE_KEY = "later_django.live_refresh";
   const MAX_BACKOFF = 12;
   const CONTROLS = "input, select, textarea";
+  const SCROLLERS = ".later-scroll"; // boxes a wide table scrolls in: their offset is kept
 
   function start() {
     const regions = () => document.querySelectorAll("[data-later-refresh][id]");
@@ -73,7 +75,12 @@
     function swap(fresh) {
       for (const region of regions()) {
         const replacement = fresh.getElementById(region.id);
-        if (replacement && !inUse(region)) region.replaceWith(document.adoptNode(replacement));
+        if (!replacement || inUse(region)) continue;
+        const scrolled = Array.from(region.querySelectorAll(SCROLLERS), scrollOf);
+        region.replaceWith(document.adoptNode(replacement));
+        replacement.querySelectorAll(SCROLLERS).forEach((box, n) => {
+          if (scrolled[n]) box.scrollTo(scrolled[n]);
+        });
       }
     }
 
@@ -104,6 +111,10 @@
     schedule();
   }
 
+  function scrollOf(box) {
+    return { left: box.scrollLeft, top: box.scrollTop };
+  }
+
   /* The user is working in `region`: refreshing it would take that away. */
   function inUse(region) {
     const focused = document.activeElement;
@@ -118,7 +129,7 @@
       return control.checked !== control.defaultChecked;
     }
     if (control.tagName === "SELECT") {
-      return Array.from(control.options).some((option) => option.selected !== option.defaultSelected);
+      return Array.from(control.options).some((item) => item.selected !== item.defaultSelected);
     }
     return control.value !== control.defaultValue;
   }
