@@ -15,7 +15,7 @@ from django.contrib import admin
 from django.http import HttpResponse
 from django.urls import path
 
-from later_django.admin import views
+from later_django.admin import tasks, views
 
 app_name = "later_django"
 
@@ -42,4 +42,7 @@ urlpatterns = [
         _staff(views.partition_list),
         name="partition_list",
     ),
+    path("tasks/", _staff(tasks.task_list), name="task_list"),
+    path("tasks/<path:task_path>/", _staff(tasks.task_detail), name="task_detail"),
+    path("failures/", _staff(tasks.failure_list), name="failure_list"),
 ]
