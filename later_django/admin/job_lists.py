@@ -1,4 +1,5 @@
-"""The job list of a stage: index rows, and for ``enqueued`` the delivery queue first.
+"""The job list of a stage: index rows, and for ``enqueued`` the delivery queue first;
+unfiltered pages, and filtered pages found by a walk capped at a number of rows.
 
 Queued jobs that are not on a partition have no index row: their unclaimed
 delivery messages (read undecoded by
@@ -14,17 +15,37 @@ other stages use the index forms only.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
 from later_django.core.commands import ExecuteJob, decode_command
 from later_django.core.stages import ENQUEUED
+from later_django.engine.job_actions import QUEUE_CURSOR, JobSelection
 from later_django.exceptions import RecordDecodeError
-from later_django.storage.job_index import (
-    INDEX_CURSOR,
-    QueuedMessage,
-)
+from later_django.storage.job_index import INDEX_CURSOR, QueuedMessage, stage_cursor
 from later_django.storage.ports import JobIndexPort
 from later_django.storage.types import JobIndexPage, JobIndexRow
 
-_QUEUE_CURSOR = "q:"
+#: Rows read per statement while a filtered list looks for matches.
+SCAN_CHUNK = 500
+
+#: Of a chunk of rows, those a filter keeps (it may read their records, once per chunk).
+RowFilter = Callable[[list[JobIndexRow]], list[JobIndexRow]]
+#: One listed position: its row (``None`` for a queue message that is no job) and the
+#: cursor that resumes the list after it.
+_Position = tuple[JobIndexRow | None, str]
+
+
+@dataclass(frozen=True)
+class ScannedPage:
+    """A page of a (possibly filtered) list. ``scanned`` rows were looked at; when the
+    walk stopped at its cap before the page was full, ``stopped_at`` is the cursor
+    that goes on after the last row looked at (``None`` otherwise)."""
+
+    items: list[JobIndexRow]
+    next_cursor: str | None
+    scanned: int
+    stopped_at: str | None = None
 
 
 def list_by_stage(
@@ -37,33 +58,106 @@ def list_by_stage(
     take a place in the page but are not listed), then the partitioned jobs'
     index rows. ``cursor`` is opaque and exclusive (``ValueError`` when it is
     not one of this list's); ``next_cursor`` is ``None`` when nothing follows.
+    One or two statements of ``limit + 1`` rows.
+    """
+    page = scan_stage(index, namespace, JobSelection(stage), cursor, limit)
+    return JobIndexPage(page.items, page.next_cursor)
+
+
+def scan_stage(
+    index: JobIndexPort,
+    namespace: str,
+    selection: JobSelection,
+    cursor: str | None,
+    limit: int,
+    keep: RowFilter | None = None,
+    scan_cap: int | None = None,
+) -> ScannedPage:
+    """Up to ``limit`` jobs of ``selection.stage`` that ``selection``'s task and time
+    filters and then ``keep`` (the record filters) pass, newest first, after ``cursor``.
+
+    Bounded: the time range of index rows is served by the index (the walk starts
+    at ``until_ms`` and ends at ``since_ms``), so an unfiltered list, or one
+    filtered by time alone, reads ``limit + 1`` rows in one statement. Any other
+    filter (task, record filters, time over the queue's messages) is answered by
+    looking at rows, :data:`SCAN_CHUNK` per statement, and the walk stops after
+    ``scan_cap`` rows (``None``: no cap).
     """
     if limit < 1:
-        return JobIndexPage(items=[], next_cursor=None)
-    if stage != ENQUEUED or (cursor is not None and not cursor.startswith(_QUEUE_CURSOR)):
-        return index.job_index_list_by_stage(namespace, stage, cursor, limit)
-    before = None if cursor is None else _parse_queue_cursor(cursor)
-    return _queued_then_indexed(index, namespace, before, limit)
+        return ScannedPage([], None, 0)
+    looks_at_rows = _looks_at_rows(selection, keep)
+    if looks_at_rows:
+        chunk = SCAN_CHUNK if scan_cap is None else min(SCAN_CHUNK, scan_cap)
+    else:
+        chunk, scan_cap = limit + 1, None  # every row read is listed
+    # Unfiltered, a queue message that is no job takes its place in the page unlisted,
+    # so a page still costs one read of ``limit + 1`` messages.
+    holds_place = not looks_at_rows
+    found: list[_Position] = []
+    scanned = 0
+    for positions in _positions(index, namespace, selection, cursor, chunk):
+        candidates = [row for row, _ in positions if row is not None and selection.picks_row(row)]
+        kept = {row.job_id for row in (keep(candidates) if keep else candidates)}
+        for row, resume in positions:
+            scanned += 1
+            if (row.job_id in kept) if row is not None else holds_place:
+                found.append((row, resume))
+                if len(found) > limit:
+                    return ScannedPage(_rows(found[:limit]), found[limit - 1][1], scanned)
+            if scan_cap is not None and scanned >= scan_cap:
+                return _capped(found, limit, scanned, resume)
+    return ScannedPage(_rows(found), None, scanned)
 
 
-def _queued_then_indexed(
-    index: JobIndexPort, namespace: str, before_sequence: int | None, limit: int
-) -> JobIndexPage:
-    """Queue messages before ``before_sequence``; once the queue is exhausted the
-    page is filled with partitioned jobs' index rows."""
-    queued = index.queued_messages(namespace, before_sequence, limit + 1)
-    page = queued[:limit]
-    items = [row for row in map(queued_job_row, page) if row is not None]
-    if len(queued) > limit:
-        return JobIndexPage(items, f"{_QUEUE_CURSOR}{page[-1].sequence}")
-    # The queue is exhausted: the rest of the page comes from the index.
-    room = limit - len(items)
-    if room == 0:
-        # A full page of jobs: the index rows start the next page, if there are any.
-        peek = index.job_index_list_by_stage(namespace, ENQUEUED, None, 1)
-        return JobIndexPage(items, INDEX_CURSOR if peek.items else None)
-    rest = index.job_index_list_by_stage(namespace, ENQUEUED, None, room)
-    return JobIndexPage([*items, *rest.items], rest.next_cursor)
+def _looks_at_rows(selection: JobSelection, keep: RowFilter | None) -> bool:
+    """Whether the list has a filter the index order cannot serve: a record filter,
+    a task filter, or a time range over the queue's messages (ordered by sequence)."""
+    if keep is not None or selection.task_path is not None or selection.task_prefix is not None:
+        return True
+    timed = selection.since_ms is not None or selection.until_ms is not None
+    return timed and selection.stage == ENQUEUED
+
+
+def _rows(found: list[_Position]) -> list[JobIndexRow]:
+    return [row for row, _ in found if row is not None]
+
+
+def _capped(found: list[_Position], limit: int, scanned: int, resume: str) -> ScannedPage:
+    """The page of a walk that reached its cap: a full page goes on from its last
+    row (a next page), a short one from where the walk stopped."""
+    if len(found) == limit:
+        return ScannedPage(_rows(found), found[-1][1], scanned)
+    return ScannedPage(_rows(found), None, scanned, stopped_at=resume)
+
+
+def _positions(
+    index: JobIndexPort, namespace: str, selection: JobSelection, cursor: str | None, chunk: int
+) -> Iterator[list[_Position]]:
+    """The stage's positions after ``cursor`` in chunks of at most ``chunk``: for
+    ``enqueued`` the queue's unclaimed messages first, then the index rows (from
+    ``until_ms``, ending before the first row older than ``since_ms``)."""
+    if selection.stage == ENQUEUED and (cursor is None or cursor.startswith(QUEUE_CURSOR)):
+        before = None if cursor is None else _parse_queue_cursor(cursor)
+        while True:
+            messages = index.queued_messages(namespace, before, chunk)
+            if messages:
+                before = messages[-1].sequence
+                yield [(queued_job_row(m), f"{QUEUE_CURSOR}{m.sequence}") for m in messages]
+            if len(messages) < chunk:
+                break
+        cursor = None
+    if cursor is None or cursor == INDEX_CURSOR:
+        cursor = selection.first_cursor()
+    while True:
+        page = index.job_index_list_by_stage(namespace, selection.stage, cursor, chunk)
+        rows = page.items
+        if selection.since_ms is not None:
+            rows = [row for row in rows if row.stage_date_ms >= selection.since_ms]
+        if rows:
+            yield [(row, stage_cursor(row)) for row in rows]
+        if page.next_cursor is None or len(rows) < len(page.items):
+            return
+        cursor = page.next_cursor
 
 
 def queued_job_row(message: QueuedMessage) -> JobIndexRow | None:
@@ -86,6 +180,6 @@ def queued_job_row(message: QueuedMessage) -> JobIndexRow | None:
 
 def _parse_queue_cursor(cursor: str) -> int:
     try:
-        return int(cursor.removeprefix(_QUEUE_CURSOR))
+        return int(cursor.removeprefix(QUEUE_CURSOR))
     except ValueError:
         raise ValueError(f"not a job-list cursor: {cursor!r}") from None

@@ -1,29 +1,41 @@
 """What the job pages read: pages of jobs by stage or partition, and one job in full.
 
 Lists are keyset pages of the job index
-(:func:`later_django.admin.job_lists.list_by_stage`, ``job_index_list_by_partition``):
-each page costs its size, never a count of the table. The ``enqueued`` list
+(:func:`later_django.admin.job_lists.scan_stage`, ``job_index_list_by_partition``):
+each page costs its size, never a count of the table, plus one read by key of its
+jobs' records (queue, attempts, run-at, duration, error). The ``enqueued`` list
 comes from the delivery queue first (queued jobs that are not on a partition
-have no index row), then from the partitioned jobs' index rows.
+have no index row), then from the partitioned jobs' index rows. A filter the
+index cannot serve (task, queue, error) looks at no more than :data:`SCAN_CAP`
+rows per page, and the page says where it stopped.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from later_django.admin.job_lists import list_by_stage
+from later_django.admin.job_lists import RowFilter, scan_stage
+from later_django.admin.units import human_duration
+from later_django.core import stages
 from later_django.core.keys import children_key, job_key
 from later_django.core.records import JobError, JobRecord, decode_record
+from later_django.engine.job_actions import JobSelection
+from later_django.engine.record_reads import read_records_and_errors
 from later_django.exceptions import RecordDecodeError
 from later_django.overview import STAGES
+from later_django.storage.ports import KeyValuePort
 from later_django.storage.stores import Stores, stores_for
 from later_django.storage.types import JobIndexRow, RangeOrder
 
 #: Jobs per list page.
 PAGE_SIZE = 50
+#: Rows a filtered list looks at per page, at most, for the filters the index cannot
+#: serve (task, queue, error): such a page costs at most this many rows read.
+SCAN_CAP = 10_000
 #: Continuations shown on a job's page.
 CHILDREN_SHOWN = 50
 
@@ -45,7 +57,8 @@ def pretty_json(value: Any) -> str:
 
 @dataclass(frozen=True)
 class JobRow:
-    """One line of a job list."""
+    """One line of a job list; the fields after ``parent_job_id`` come from the job's
+    record (``None`` when it was not read, or cannot be decoded)."""
 
     job_id: str
     task_path: str
@@ -56,10 +69,28 @@ class JobRow:
     partition_id: int | None
     sequence: int | None
     parent_job_id: str | None
+    queue_name: str | None = None
+    attempts: int | None = None
+    #: When a delayed or requeued job will run.
+    run_at: datetime | None = None
+    #: A finished job's run: finished less started.
+    duration_ms: int | None = None
+    #: A failed job's last error: its class path and the first line of its message.
+    error: str | None = None
+
+    @property
+    def duration(self) -> str | None:
+        """The run's duration in human units (``None`` when not known)."""
+        return None if self.duration_ms is None else human_duration(self.duration_ms)
 
 
-def _job_row(row: JobIndexRow) -> JobRow:
-    return JobRow(
+#: The stages whose jobs wait for a time (``run_after``).
+_SCHEDULED = (stages.DELAYED, stages.REQUEUED)
+
+
+def _job_row(row: JobIndexRow, record: JobRecord | None = None) -> JobRow:
+    """The list line of an index row, with what its record adds when given."""
+    line = JobRow(
         job_id=row.job_id,
         task_path=row.payload_type,
         stage=row.stage,
@@ -70,12 +101,57 @@ def _job_row(row: JobIndexRow) -> JobRow:
         sequence=row.sequence,
         parent_job_id=row.parent_job_id,
     )
+    if record is None:
+        return line
+    failed = row.stage == stages.FAILED and record.errors
+    return dataclasses.replace(
+        line,
+        queue_name=record.queue_name,
+        attempts=record.attempts,
+        run_at=when(record.run_after_ms) if row.stage in _SCHEDULED else None,
+        duration_ms=_duration_ms(record) if row.stage in stages.FINISHED else None,
+        error=error_summary(record.errors[-1]) if failed else None,
+    )
+
+
+def _duration_ms(record: JobRecord) -> int | None:
+    if record.started_at_ms is None or record.finished_at_ms is None:
+        return None
+    return max(record.finished_at_ms - record.started_at_ms, 0)
+
+
+def error_summary(error: JobError) -> str:
+    """``<class path>: <first line of the message>`` of a stored error (the class path
+    alone when its traceback shows no message)."""
+    message = _message_line(error)
+    return f"{error.exception_class_path}: {message}" if message else error.exception_class_path
+
+
+def _message_line(error: JobError) -> str:
+    """The first line of the exception's message in its formatted traceback: what
+    follows ``<Class>: `` on the first line starting with the class (path or name)."""
+    class_name = error.exception_class_path.rpartition(".")[2]
+    for line in error.traceback.splitlines():
+        if line.startswith((f"{error.exception_class_path}: ", f"{class_name}: ")):
+            return line.partition(": ")[2].strip()
+    return ""
 
 
 @dataclass(frozen=True)
 class JobPage:
+    """A page of a job list. ``scanned`` rows were looked at to fill it; when a
+    filtered walk stopped at :data:`SCAN_CAP` before the page was full,
+    ``stopped_at`` is the cursor that continues it."""
+
     rows: list[JobRow]
     next_cursor: str | None
+    scanned: int = 0
+    stopped_at: str | None = None
+
+    @property
+    def scanned_text(self) -> str:
+        """``scanned`` with thousands separated (``10,000``)."""
+        return f"{self.scanned:,}"
 
 
 def check_stage(stage: str) -> str:
@@ -85,15 +161,59 @@ def check_stage(stage: str) -> str:
     return stage
 
 
+class _Records:
+    """Job records read by key, one statement per :meth:`read`, kept by job id (an
+    undecodable record is left out: its line shows what the index says)."""
+
+    def __init__(self, kv: KeyValuePort, namespace: str) -> None:
+        self._kv, self._namespace = kv, namespace
+        self.by_id: dict[str, JobRecord] = {}
+
+    def read(self, job_ids: list[str]) -> None:
+        """Reads the records of those of ``job_ids`` not read yet, in one statement."""
+        missing = [job_id for job_id in job_ids if job_id not in self.by_id]
+        if missing:
+            found, _undecodable = read_records_and_errors(self._kv, self._namespace, missing)
+            self.by_id.update(found)
+
+    def kept_by(self, selection: JobSelection) -> RowFilter:
+        """A row filter that reads the rows' records (one statement) and keeps the rows
+        whose record passes ``selection``'s record filters (queue, error)."""
+
+        def keep(rows: list[JobIndexRow]) -> list[JobIndexRow]:
+            self.read([row.job_id for row in rows])
+            return [
+                row
+                for row in rows
+                if (record := self.by_id.get(row.job_id)) is not None
+                and selection.picks_record(record)
+            ]
+
+        return keep
+
+
 def stage_page(
-    using: str, namespace: str, stage: str, cursor: str | None, limit: int = PAGE_SIZE
+    using: str,
+    namespace: str,
+    selection: JobSelection,
+    cursor: str | None,
+    limit: int | None = None,
 ) -> JobPage:
-    """A page of jobs in ``stage``, most recently moved first, after ``cursor``
-    (``ValueError`` for a malformed cursor or an unknown stage)."""
-    page = list_by_stage(
-        stores_for(using).index, namespace, check_stage(stage), cursor or None, limit
-    )
-    return JobPage([_job_row(row) for row in page.items], page.next_cursor)
+    """A page of the jobs ``selection`` picks (``limit``, else :data:`PAGE_SIZE`),
+    most recently moved first, after ``cursor`` (``ValueError`` for a malformed
+    cursor or an unknown stage), with their records read by key in one statement.
+    Bounded: a task, queue or error filter looks at :data:`SCAN_CAP` rows at most
+    (records read one statement per chunk of rows); the time range is served by
+    the index."""
+    check_stage(selection.stage)
+    stores = stores_for(using)
+    records = _Records(stores.kv, namespace)
+    keep = records.kept_by(selection) if selection.needs_records else None
+    size = PAGE_SIZE if limit is None else limit
+    page = scan_stage(stores.index, namespace, selection, cursor or None, size, keep, SCAN_CAP)
+    records.read([row.job_id for row in page.items])
+    rows = [_job_row(row, records.by_id.get(row.job_id)) for row in page.items]
+    return JobPage(rows, page.next_cursor, page.scanned, page.stopped_at)
 
 
 def partition_page(
@@ -104,11 +224,24 @@ def partition_page(
     cursor: str | None,
     limit: int = PAGE_SIZE,
 ) -> JobPage:
-    """A page of one partition's jobs, highest sequence first, after ``cursor``."""
-    page = stores_for(using).index.job_index_list_by_partition(
+    """A page of one partition's jobs, highest sequence first, after ``cursor``, with
+    their records read by key in one statement."""
+    stores = stores_for(using)
+    page = stores.index.job_index_list_by_partition(
         namespace, topic, partition_id, cursor or None, limit
     )
-    return JobPage([_job_row(row) for row in page.items], page.next_cursor)
+    records = _Records(stores.kv, namespace)
+    records.read([row.job_id for row in page.items])
+    rows = [_job_row(row, records.by_id.get(row.job_id)) for row in page.items]
+    return JobPage(rows, page.next_cursor)
+
+
+def job_exists(using: str, namespace: str, job_id: str) -> bool:
+    """Whether the job has a record or an index row (two reads by key)."""
+    stores = stores_for(using)
+    if stores.kv.get(job_key(namespace, job_id)) is not None:
+        return True
+    return stores.index.job_index_get(namespace, job_id) is not None
 
 
 @dataclass(frozen=True)
@@ -222,3 +355,14 @@ def _children(stores: Stores, namespace: str, job_id: str) -> list[JobRow]:
         if child_id not in rows:
             rows[child_id] = JobRow(child_id, "", "waiting", None, None, None, None, None, job_id)
     return list(rows.values())[:CHILDREN_SHOWN]
+
+
+def stage_total(using: str, namespace: str, stage: str) -> int:
+    """The jobs in ``stage`` by the trigger-kept counters (two small reads, no count of
+    a big table); ``enqueued`` adds the job queues' ready depth. A finished stage's
+    counter includes expired rows the sweep has not removed yet."""
+    dashboard = stores_for(using).dashboard
+    total = dashboard.stage_totals(namespace).get(stage, 0)
+    if stage == stages.ENQUEUED:
+        total += sum(ready for _queue, ready in dashboard.queue_depths(namespace))
+    return max(total, 0)

@@ -28,6 +28,7 @@ def _staff(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
 urlpatterns = [
     path("", _staff(views.dashboard), name="dashboard"),
     path("jobs/<str:stage>/", _staff(views.job_list), name="job_list"),
+    path("jobs/<str:stage>/bulk/", _staff(views.job_bulk), name="job_bulk"),
     path("job/<str:job_id>/", _staff(views.job_detail), name="job_detail"),
     path("job/<str:job_id>/retry/", _staff(views.retry_job), name="job_retry"),
     path("job/<str:job_id>/run-now/", _staff(views.run_job_now), name="job_run_now"),
