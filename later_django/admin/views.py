@@ -102,7 +102,8 @@ def dashboard(request: HttpRequest) -> TemplateResponse:
 def job_list(request: HttpRequest, stage: str) -> HttpResponse:
     """Jobs in ``stage``, newest first, one cursor page at a time (``?cursor=``),
     filtered by the GET parameters of :mod:`later_django.admin.job_filters`; ``q``
-    searches (an exact job id opens its page, other text is a task path prefix).
+    searches (an exact job id opens its page, other text is a task path prefix);
+    ``bulk=<action>`` opens that action's confirmation page for all matching.
     A filter value that is not valid is named on the page (400), with no rows."""
     try:
         check_stage(stage)
@@ -111,8 +112,15 @@ def job_list(request: HttpRequest, stage: str) -> HttpResponse:
     search = request.GET.get("q", "").strip()
     if search:
         return _search(request, stage, search)
-    using, namespace = resolve_target(None, None)
     list_filter = ListFilter.from_query(request.GET)
+    if request.GET.get("bulk"):
+        # A link that asks for a bulk action on all the list matches (the failure
+        # groups' "Retry all…"): its confirmation page, which acts only when confirmed.
+        wanted = {"action": request.GET["bulk"], "scope": bulk.MATCHING, **list_filter.params()}
+        return HttpResponseRedirect(
+            f"{reverse('later_django:job_bulk', args=[stage])}?{urlencode(wanted)}"
+        )
+    using, namespace = resolve_target(None, None)
     cursor = request.GET.get("cursor") or None
     context: dict[str, Any] = {
         "stage": stage,

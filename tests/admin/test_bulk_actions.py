@@ -270,3 +270,24 @@ def test_nothing_matching_offers_no_button(manager_client: Client, later_db: str
     assert "No job matches" in shown_text(page)
     assert '<form method="post"' not in page.content.decode()
     assert stores_for(later_db).index.job_index_stage_counts("default") == {"failed": 1}
+
+
+def test_a_bulk_link_opens_the_confirmation_of_all_matching(
+    manager_client: Client, later_db: str
+) -> None:
+    """The failure groups' "Retry all…" links to the failed list with ``bulk=retry``."""
+    ids = failed(1)
+    query = {"task": "tests.engine.tasks.fail_once_without_retry", "bulk": "retry"}
+    response = manager_client.get(list_url("failed"), {**query, "error": "tests.engine.tasks.Boom"})
+    assert response.status_code == 302
+    target = urlsplit(response["Location"])
+    assert target.path == bulk_url("failed")
+    assert parse_qs(target.query) == {
+        "action": ["retry"],
+        "scope": ["matching"],
+        "task": ["tests.engine.tasks.fail_once_without_retry"],
+        "error": ["tests.engine.tasks.Boom"],
+    }
+    page = manager_client.get(response["Location"])
+    assert "<th>Found now</th><td>1</td>" in shown_text(page)
+    assert stages_of(later_db, ids) == ["failed"]
