@@ -96,8 +96,8 @@ class MetricsAccumulator:
             )
 
     def _add_attempts(self, namespace: str, using: str, samples: list[TaskMinuteSample]) -> None:
-        """Adds attempt sums (their sums and maxima may be fractions of a millisecond
-        until :meth:`take` rounds them)."""
+        """Adds attempt sums; sums and maxima stay fractions of a millisecond here (the
+        store rounds them when it writes), so sub-millisecond attempts add up."""
         with self._lock:
             rows = self._attempts[(namespace, using)]
             for sample in samples:
