@@ -22,6 +22,7 @@ from later_django.admin.jobs import PAGE_SIZE
 from later_django.core import stages
 from later_django.engine import job_actions as actions
 from later_django.engine.job_actions import BulkOutcome, JobSelection
+from later_django.storage.job_index import parse_stage_cursor
 
 #: Jobs per transaction of a bulk action from the dashboard.
 BATCH_SIZE = actions.DEFAULT_BATCH_SIZE
@@ -132,7 +133,7 @@ class BulkRequest:
         scope = query.get("scope", "")
         list_filter = ListFilter.from_query(query)
         if scope == MATCHING:
-            return cls(action, stage, list_filter, (), query.get("cursor") or None)
+            return cls(action, stage, list_filter, (), _checked_cursor(query.get("cursor")))
         if scope not in _ID_FIELDS:
             raise BulkRequestError(
                 f"scope {scope!r} is not one; use {SELECTED}, {PAGE} or {MATCHING}"
@@ -171,7 +172,9 @@ class BulkRequest:
         for name, value in values.items():
             if value in RELATIVE_TIMES:
                 moment = (now_ms - RELATIVE_TIMES[value][1]) / 1000
-                values[name] = datetime.fromtimestamp(moment, tz=UTC).isoformat()
+                values[name] = datetime.fromtimestamp(moment, tz=UTC).isoformat(
+                    timespec="milliseconds"
+                )
         fixed = ListFilter(
             task=self.list_filter.task,
             queue=self.list_filter.queue,
@@ -191,6 +194,20 @@ class BulkRequest:
         if self.cursor:
             named.append(("cursor", self.cursor))
         return named
+
+
+def _checked_cursor(cursor: str | None) -> str | None:
+    """The cursor an earlier request of the run handed back (``None`` when empty);
+    ``BulkRequestError`` for text that is not one."""
+    if not cursor:
+        return None
+    if cursor.startswith(actions.QUEUE_CURSOR) and cursor[len(actions.QUEUE_CURSOR) :].isdigit():
+        return cursor
+    try:
+        parse_stage_cursor(cursor)
+    except ValueError as error:
+        raise BulkRequestError(str(error)) from None
+    return cursor
 
 
 def _checked_ids(job_ids: list[str]) -> tuple[str, ...]:

@@ -180,7 +180,7 @@ def job_bulk(request: HttpRequest, stage: str) -> HttpResponse:
     list_url = _list_url(stage, ListFilter.from_query(data))
     try:
         wanted = bulk.BulkRequest.from_query(stage, data)
-        wanted.selection(now_ms())
+        wanted.selection(now_ms())  # a bad filter value raises here, before any read
     except (bulk.BulkRequestError, FilterError) as error:
         messages.error(request, f"Nothing was done: {error}.")
         return HttpResponseRedirect(list_url)
