@@ -25,7 +25,7 @@ from later_django.compat.tasks import InvalidTask, Task, TaskResult
 from later_django.conf import later_settings
 from later_django.core.topics import key_bytes
 from later_django.core.unique import DEFAULT_OPTION, check_key
-from later_django.engine import job_actions, queue_pause, recurring
+from later_django.engine import job_actions, queue_pause, recurring, recurring_pass
 from later_django.engine.cancellation import check_cancelled
 from later_django.engine.enqueue import CONTINUE_ON
 from later_django.engine.job_actions import BulkOutcome, JobSelection
@@ -62,6 +62,8 @@ __all__ = [
     "consumer",
     "continue_with",
     "delete_jobs",
+    "disable_recurring",
+    "enable_recurring",
     "enqueue_many",
     "enqueue_to_partition",
     "enqueue_unique",
@@ -71,6 +73,7 @@ __all__ = [
     "remove_recurring",
     "resume_queue",
     "retry_failed",
+    "run_recurring_now",
     "schedule_recurring",
 ]
 
@@ -197,6 +200,43 @@ def remove_recurring(id: str) -> bool:
     return recurring.delete_definition(
         stores=stores_for(settings.database), namespace=settings.namespace, recurring_id=id
     )
+
+
+def disable_recurring(id: str) -> bool:
+    """Stops the recurring job ``id`` from enqueueing occurrences until
+    :func:`enable_recurring`; ``True`` if it was enabled. Occurrences already enqueued
+    are not touched. The state outlives worker restarts, also for a definition from
+    ``LATER["RECURRING"]`` (the settings sync keeps it). ``LookupError`` when there is
+    no such recurring job. Joins the caller's ``atomic()``."""
+    settings = later_settings()
+    return recurring.set_enabled(
+        stores=stores_for(settings.database),
+        namespace=settings.namespace,
+        recurring_id=id,
+        enabled=False,
+    )
+
+
+def enable_recurring(id: str) -> bool:
+    """Lets the disabled recurring job ``id`` run again; ``True`` if it was disabled. Its
+    next run is the first tick from now: ticks missed while it was disabled are skipped,
+    not caught up. ``LookupError`` when there is no such recurring job. Joins the
+    caller's ``atomic()``."""
+    settings = later_settings()
+    return recurring.set_enabled(
+        stores=stores_for(settings.database),
+        namespace=settings.namespace,
+        recurring_id=id,
+        enabled=True,
+    )
+
+
+def run_recurring_now(id: str) -> str:
+    """Enqueues one occurrence of the recurring job ``id`` now, outside its schedule
+    (its next run is unchanged; a disabled one runs too), and returns the job's id.
+    ``LookupError`` when there is no such recurring job. Joins the caller's ``atomic()``."""
+    settings = later_settings()
+    return recurring_pass.run_occurrence_now(stores_for(settings.database), settings.namespace, id)
 
 
 def enqueue_to_partition(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -48,6 +48,8 @@ RECURRING_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 SOURCE_SETTINGS = "settings"
 SOURCE_API = "api"
 DEFAULT_TIMEZONE = "UTC"
+#: Occurrence ids a definition remembers (``recent_job_ids``).
+RECENT_RUNS = 5
 _PAGE = 200
 
 
@@ -73,6 +75,17 @@ class RecurringDefinition:
     last_job_id: str | None = None
     #: why the last due tick was skipped (e.g. the task path no longer resolves).
     last_error: str | None = None
+    #: ``False``: disabled by an operator; no tick is due (its due key is absent) until
+    #: it is enabled again, and the ticks it missed meanwhile are not caught up.
+    enabled: bool = True
+    #: the ids of the last occurrences enqueued (ticks and runs now), newest first, at
+    #: most ``RECENT_RUNS``: what the recurring page shows with their outcomes.
+    recent_job_ids: list[str] = field(default_factory=list)
+
+    def with_runs(self, job_ids: list[str]) -> list[str]:
+        """``recent_job_ids`` after the occurrences ``job_ids`` (oldest first) were
+        enqueued: newest first, at most ``RECENT_RUNS``."""
+        return [*reversed(job_ids), *self.recent_job_ids][:RECENT_RUNS]
 
 
 def validate_recurring_id(recurring_id: Any) -> str:
@@ -168,6 +181,8 @@ _FIELDS = {
     "ut": "updated_at_ms",
     "lj": "last_job_id",
     "err": "last_error",
+    "on": "enabled",
+    "rj": "recent_job_ids",
 }
 _REQUIRED = ("id", "cron", "task", "args", "kwargs", "tz", "seq", "next")
 
@@ -235,17 +250,27 @@ def list_recurring(*, stores: Stores, namespace: str) -> list[RecurringDefinitio
 def write_operations(
     namespace: str, old: RecurringDefinition | None, new: RecurringDefinition | None
 ) -> list[StorageOperation]:
-    """The writes that turn stored ``old`` into ``new`` (``None``: absent), index included."""
+    """The writes that turn stored ``old`` into ``new`` (``None``: absent), index included:
+    an enabled definition has its due key, a disabled one none."""
     operations: list[StorageOperation] = []
-    if old is not None and (new is None or new.next_run_ms != old.next_run_ms):
-        operations.append(Delete(recurring_due_key(namespace, old.next_run_ms, old.id)))
+    old_due, new_due = _due_ms(old), _due_ms(new)
+    if old is not None and old_due is not None and old_due != new_due:
+        operations.append(Delete(recurring_due_key(namespace, old_due, old.id)))
     if new is None:
         if old is not None:
             operations.append(Delete(recurring_key(namespace, old.id)))
         return operations
     operations.append(Set(recurring_key(namespace, new.id), encode_definition(new)))
-    operations.append(Set(recurring_due_key(namespace, new.next_run_ms, new.id), b""))
+    if new_due is not None:
+        operations.append(Set(recurring_due_key(namespace, new_due, new.id), b""))
     return operations
+
+
+def _due_ms(definition: RecurringDefinition | None) -> int | None:
+    """The time of the definition's due key, or ``None`` when it has none."""
+    if definition is None or not definition.enabled:
+        return None
+    return definition.next_run_ms
 
 
 def _locked(kv: KeyValuePort, namespace: str, recurring_id: str) -> RecurringDefinition | None:
@@ -301,11 +326,34 @@ def upsert_definition(
             updated_at_ms=now,
             last_job_id=None if old is None else old.last_job_id,
             last_error=kept.last_error if kept and kept.task_path == task_path else None,
+            enabled=True if old is None else old.enabled,
+            recent_job_ids=[] if old is None else list(old.recent_job_ids),
         )
         if old is not None and replace(old, updated_at_ms=now) == new:
             return old
         stores.kv.apply(write_operations(namespace, old, new), savepoint=False)
     return new
+
+
+def set_enabled(
+    *, stores: Stores, namespace: str, recurring_id: str, enabled: bool, now: int | None = None
+) -> bool:
+    """Enables or disables the definition in one transaction (the caller's inside
+    ``atomic()``); ``True`` when that changed it, ``False`` when it already was so.
+    Disabling removes its due key (no pass sees it); enabling sets the next run to the
+    first tick after ``now``, so ticks missed while disabled are skipped, not caught
+    up. ``LookupError`` naming the id when there is no such definition."""
+    now = clock.now_ms() if now is None else now
+    with transaction.atomic(using=stores.using):
+        old = _locked(stores.kv, namespace, recurring_id)
+        if old is None:
+            raise LookupError(f"there is no recurring job {recurring_id!r}")
+        if old.enabled == enabled:
+            return False
+        next_run = next_tick_ms(old.cron, old.timezone, now) if enabled else old.next_run_ms
+        new = replace(old, enabled=enabled, next_run_ms=next_run, updated_at_ms=now)
+        stores.kv.apply(write_operations(namespace, old, new), savepoint=False)
+    return True
 
 
 def delete_definition(

@@ -148,17 +148,20 @@ def _run_batch(stores: Stores, namespace: str, due: list[tuple[int, str]], now: 
                 recurring_id,
                 now,
             )
-        last_job: dict[str, str] = {}
+        enqueued_ids: dict[str, list[str]] = {}
         for backend, tasks, jobs, owners in batch.jobs.values():
             results = backend.write_jobs(tasks, jobs)
-            last_job.update(zip(owners, (result.id for result in results), strict=True))
+            for owner, result in zip(owners, results, strict=True):
+                enqueued_ids.setdefault(owner, []).append(result.id)
         for definition, ticks, next_run in batch.runs:
+            job_ids = enqueued_ids[definition.id]
             updated = replace(
                 definition,
                 next_run_ms=next_run,
                 last_run_ms=ticks[-1],
-                last_job_id=last_job[definition.id],
+                last_job_id=job_ids[-1],
                 last_error=None,
+                recent_job_ids=definition.with_runs(job_ids),
             )
             batch.operations.extend(write_operations(namespace, definition, updated))
         if batch.operations:
@@ -191,7 +194,8 @@ def _plan(
     except RecordDecodeError as error:
         logger.error("recurring job %r cannot be decoded, skipped: %s", recurring_id, error)
         return
-    if definition.next_run_ms != due_ms:  # moved on (another pass, a replace): stale key
+    if not definition.enabled or definition.next_run_ms != due_ms:
+        # Moved on (another pass, a replace) or disabled meanwhile: a stale key.
         batch.operations.append(Delete(recurring_due_key(namespace, due_ms, recurring_id)))
         return
     try:
@@ -235,6 +239,34 @@ def _occurrences(
     if definition.sequential:
         routing.update(topic=RECURRING_TOPIC, partition_key=definition.id)
     return task, backend, [replace(base, run_after_ms=tick, **routing) for tick in ticks]
+
+
+def run_occurrence_now(
+    stores: Stores, namespace: str, recurring_id: str, now: int | None = None
+) -> str:
+    """Enqueues one occurrence of the definition now, outside its schedule, and
+    returns its job id; one transaction (the caller's inside ``atomic()``).
+
+    The next and last scheduled runs stay as they are; the occurrence is remembered
+    as the last job and among the recent ones. A sequential definition's occurrence
+    queues behind the running one in its partition, as a tick's would; a disabled
+    definition runs too (an operator asked for it). Raises ``LookupError`` when
+    there is no such definition, and what the enqueue raises when its task cannot be
+    enqueued (``UnregisteredTaskError``, ``InvalidTask``), writing nothing."""
+    now = clock.now_ms() if now is None else now
+    key = recurring_key(namespace, recurring_id)
+    with transaction.atomic(using=stores.using):
+        raw = stores.kv.get_many_for_update([key]).get(key)
+        if raw is None:
+            raise LookupError(f"there is no recurring job {recurring_id!r}")
+        definition = decode_definition(raw)
+        task, backend, jobs = _occurrences(definition, [now])
+        (result,) = backend.write_jobs([task], jobs)
+        updated = replace(
+            definition, last_job_id=result.id, recent_job_ids=definition.with_runs([result.id])
+        )
+        stores.kv.apply(write_operations(namespace, definition, updated), savepoint=False)
+    return str(result.id)
 
 
 def recurring_pass(context: Any) -> int:
