@@ -38,6 +38,10 @@ urlpatterns = [
     path("queues/pause/", _staff(views.pause_queue_view), name="queue_pause"),
     path("queues/resume/", _staff(views.resume_queue_view), name="queue_resume"),
     path("workers/", _staff(views.worker_list), name="worker_list"),
+    path("recurring/", _staff(views.recurring_list), name="recurring_list"),
+    path("recurring/disable/", _staff(views.recurring_disable), name="recurring_disable"),
+    path("recurring/enable/", _staff(views.recurring_enable), name="recurring_enable"),
+    path("recurring/run-now/", _staff(views.recurring_run_now), name="recurring_run_now"),
     path(
         "partitions/<str:topic>/<int:partition_id>/",
         _staff(views.partition_list),

@@ -36,12 +36,20 @@ from later_django.admin.jobs import (
 )
 from later_django.admin.panels import dashboard_context
 from later_django.admin.queues import queue_page
+from later_django.admin.recurring import recurring_page
 from later_django.admin.workers import worker_page
-from later_django.api import pause_queue, resume_queue
+from later_django.api import (
+    disable_recurring,
+    enable_recurring,
+    pause_queue,
+    resume_queue,
+    run_recurring_now,
+)
 from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.engine import job_actions as actions
-from later_django.exceptions import ActionRefused, TablesMissing
+from later_django.compat.tasks import InvalidTask
+from later_django.exceptions import ActionRefused, LaterError, TablesMissing
 from later_django.overview import STAGES, resolve_target
 from later_django.storage.tables import naming_missing_tables
 
@@ -436,4 +444,63 @@ resume_queue_view = _queue_action(
     lambda name, _by: resume_queue(name),
     "Queue {queue!r} is resumed.",
     "Queue {queue!r} was not paused; nothing changed.",
+)
+
+
+# --- recurring jobs ---
+
+
+def recurring_list(request: HttpRequest) -> TemplateResponse:
+    """Every recurring job: schedule, next run, its last runs with their outcomes,
+    Enable/Disable and Run now. Bounded by the definitions (at most
+    :data:`~later_django.admin.recurring.SHOWN`) and one read of their last runs'
+    records by key (:mod:`later_django.admin.recurring`)."""
+    return _page(
+        request,
+        "later_django/recurring_list.html",
+        "Recurring jobs",
+        later_page="recurring",
+        recurring=recurring_page(),
+    )
+
+
+def _recurring_action(
+    run: Callable[[str], Any], done: str, unchanged: str = ""
+) -> Callable[[HttpRequest], HttpResponse]:
+    """A POST-only view (CSRF, manage permission) running ``run(id)`` on the form's
+    ``recurring_id`` and redirecting to the recurring page with a message: ``unchanged``
+    when ``run`` returned ``False``, else ``done`` (formatted with ``id`` and ``result``,
+    what ``run`` returned)."""
+
+    @require_POST
+    def view(request: HttpRequest) -> HttpResponse:
+        _require_manage(request)
+        recurring_id = request.POST.get("recurring_id", "")
+        try:
+            result = run(recurring_id)
+        except LookupError as error:
+            messages.error(request, str(error.args[0]))
+        except (LaterError, InvalidTask, TypeError, ValueError) as error:
+            # A run now whose task cannot be enqueued (unregistered, not ours, bad args).
+            messages.error(request, f"recurring job {recurring_id!r} did not run: {error}")
+        else:
+            text = unchanged if result is False else done
+            messages.success(request, text.format(id=recurring_id, result=result))
+        return HttpResponseRedirect(reverse("later_django:recurring_list"))
+
+    return view
+
+
+recurring_disable = _recurring_action(
+    disable_recurring,
+    "Recurring job {id!r} is disabled: no tick runs until it is enabled.",
+    "Recurring job {id!r} was already disabled; nothing changed.",
+)
+recurring_enable = _recurring_action(
+    enable_recurring,
+    "Recurring job {id!r} is enabled: it runs from its next tick (missed ticks are skipped).",
+    "Recurring job {id!r} was already enabled; nothing changed.",
+)
+recurring_run_now = _recurring_action(
+    run_recurring_now, "Recurring job {id!r} was enqueued to run now as job {result}."
 )
