@@ -45,10 +45,10 @@ from later_django.api import (
     resume_queue,
     run_recurring_now,
 )
+from later_django.compat.tasks import InvalidTask
 from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.engine import job_actions as actions
-from later_django.compat.tasks import InvalidTask
 from later_django.exceptions import ActionRefused, LaterError, TablesMissing
 from later_django.overview import STAGES, resolve_target
 from later_django.storage.tables import naming_missing_tables
