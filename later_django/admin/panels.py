@@ -29,8 +29,7 @@ from later_django.admin.chart import (
     fill_counts,
     fold_max,
 )
-from later_django.admin.jobs import when
-from later_django.admin.units import NONE_TEXT, human_duration
+from later_django.admin.units import NONE_TEXT, human_duration, when
 from later_django.core.keys import is_reserved
 from later_django.overview import (
     HISTORY_RANGES,

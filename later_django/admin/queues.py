@@ -17,8 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from later_django.admin.jobs import when
-from later_django.admin.units import NONE_TEXT, human_age, human_duration, human_rate
+from later_django.admin.units import NONE_TEXT, human_age, human_duration, human_rate, when
 from later_django.backend import LaterBackend
 from later_django.compat.tasks import task_backends
 from later_django.conf import later_settings

@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from later_django.admin.jobs import when
-from later_django.admin.units import NONE_TEXT, human_duration
+from later_django.admin.units import NONE_TEXT, human_duration, when
 from later_django.conf import later_settings
 from later_django.core import clock
 from later_django.core.keys import job_key

@@ -1,10 +1,13 @@
 """Figures in the units an operator reads: durations (``850 ms``, ``12 s``, ``3.5 min``,
-``2.1 h``, ``3 d``), ages since a moment, and queue rates (``100 / 1 min``).
+``2.1 h``, ``3 d``), ages since a moment, queue rates (``100 / 1 min``), and the
+stored epoch milliseconds as datetimes for the templates.
 
 Pure functions of numbers (no Django, no clock): the pages pass ``now_ms``.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 SECOND_MS = 1000
 MINUTE_MS = 60 * SECOND_MS
@@ -26,6 +29,13 @@ _UNITS: tuple[tuple[int, str, float | None], ...] = (
 def _number(value: float) -> str:
     """One decimal below 10, none from 10 on, a trailing ``.0`` dropped."""
     return (f"{value:.1f}" if value < 10 else f"{value:.0f}").removesuffix(".0")
+
+
+def when(epoch_ms: int | None) -> datetime | None:
+    """An aware UTC datetime for an epoch-milliseconds value (``None`` stays ``None``)."""
+    if epoch_ms is None:
+        return None
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
 
 
 def human_duration(ms: float | None) -> str:

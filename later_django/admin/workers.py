@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from later_django.admin.jobs import when
-from later_django.admin.units import human_age
+from later_django.admin.units import human_age, when
 from later_django.core import clock
 from later_django.engine.record_reads import read_records_and_errors
 from later_django.overview import LIVE_WORKER_MS, resolve_target
