@@ -15,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from later_django.admin.attempts import Attempt, attempts_of
 from later_django.admin.job_lists import RowFilter, scan_stage
-from later_django.admin.units import human_duration
-from later_django.core import stages
+from later_django.admin.job_tree import ANCESTORS, JobTree, TreeNode
+from later_django.admin.units import human_duration, when
+from later_django.core import clock, stages
 from later_django.core.keys import children_key, job_key
 from later_django.core.records import JobError, JobRecord, decode_record
 from later_django.engine.job_actions import JobSelection
@@ -36,15 +38,8 @@ PAGE_SIZE = 50
 #: Rows a filtered list looks at per page, at most, for the filters the index cannot
 #: serve (task, queue, error): such a page costs at most this many rows read.
 SCAN_CAP = 10_000
-#: Continuations shown on a job's page.
-CHILDREN_SHOWN = 50
-
-
-def when(epoch_ms: int | None) -> datetime | None:
-    """An aware UTC datetime for an epoch-milliseconds value (``None`` stays ``None``)."""
-    if epoch_ms is None:
-        return None
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+#: Continuations shown on a job's page (and siblings in its tree).
+CHILDREN_SHOWN = 100
 
 
 def pretty_json(value: Any) -> str:
@@ -267,6 +262,12 @@ class JobDetail:
     args_text: str = ""
     kwargs_text: str = ""
     return_text: str | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    #: Parents, siblings and continuations; ``None`` when the job has none of them.
+    tree: JobTree | None = None
+    #: When a delayed or requeued job runs, and how soon (``in 3 min``).
+    run_at: datetime | None = None
+    run_in: str = ""
 
     @property
     def stage(self) -> str | None:
@@ -318,7 +319,13 @@ def read_job(using: str, namespace: str, job_id: str) -> JobDetail | None:
         detail.kwargs_text = pretty_json(record.kwargs)
         if record.stage == "success":
             detail.return_text = pretty_json(record.return_value)
+        now = clock.now_ms()
+        detail.attempts = attempts_of(record, now)
+        if record.stage in _SCHEDULED and record.run_after_ms is not None:
+            detail.run_at = when(record.run_after_ms)
+            detail.run_in = f"in {human_duration(record.run_after_ms - now)}"
     detail.children = _children(stores, namespace, job_id)
+    detail.tree = _tree(stores, namespace, detail)
     topic, partition_id, sequence = _partition_place(record, index_row)
     if topic is not None and partition_id is not None and sequence is not None:
         detail.older = stores.index.job_index_partition_neighbor(
@@ -328,6 +335,38 @@ def read_job(using: str, namespace: str, job_id: str) -> JobDetail | None:
             namespace, topic, partition_id, sequence, older=False
         )
     return detail
+
+
+def _tree(stores: Stores, namespace: str, detail: JobDetail) -> JobTree | None:
+    """The job's continuation tree: up to ``ANCESTORS`` parents read by key one after
+    the other, the parent's other continuations and the job's own (each at most
+    ``CHILDREN_SHOWN``); ``None`` when it has no parent and no continuation."""
+    job = TreeNode(detail.job_id, detail.task_path or "", detail.stage or "")
+    parent_id = None if detail.record is None else detail.record.parent_job_id
+    siblings: list[TreeNode] = []
+    if parent_id is not None:
+        siblings = [
+            TreeNode(row.job_id, row.task_path, row.stage)
+            for row in _children(stores, namespace, parent_id)
+            if row.job_id != detail.job_id
+        ][: CHILDREN_SHOWN - 1]
+    ancestors: list[TreeNode] = []
+    while parent_id is not None and len(ancestors) < ANCESTORS:
+        raw = stores.kv.get(job_key(namespace, parent_id))
+        parent = None
+        if raw is not None:
+            try:
+                parent = decode_record(raw)
+            except RecordDecodeError:
+                parent = None
+        if parent is None:  # expired, deleted or unreadable: the walk ends there
+            ancestors.append(TreeNode(parent_id, "", "gone"))
+            break
+        ancestors.append(TreeNode(parent_id, parent.task_path, parent.stage))
+        parent_id = parent.parent_job_id
+    children = [TreeNode(row.job_id, row.task_path, row.stage) for row in detail.children]
+    tree = JobTree(job, list(reversed(ancestors)), siblings, children)
+    return None if tree.is_alone else tree
 
 
 def _partition_place(

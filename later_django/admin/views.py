@@ -22,10 +22,12 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
 from later_django.admin import bulk
 from later_django.admin.job_filters import PREFIX_MARK, RELATIVE_TIMES, FilterError, ListFilter
+from later_django.admin.job_tree import tree_svg
 from later_django.admin.jobs import (
     check_stage,
     job_exists,
@@ -266,16 +268,22 @@ def partition_list(request: HttpRequest, topic: str, partition_id: int) -> Templ
 
 
 def job_detail(request: HttpRequest, job_id: str) -> TemplateResponse:
-    """One job: task, arguments, timeline, errors, continuations, neighbours."""
+    """One job: task, arguments, when it runs, its attempts (duration, worker, error),
+    timeline, errors, its continuation tree (SVG), partition neighbours."""
     using, namespace = resolve_target(None, None)
     detail = read_job(using, namespace, job_id)
     if detail is None:
         raise Http404(f"job {job_id} does not exist (deleted, or its record expired)")
+    tree = None
+    if detail.tree is not None:
+        # tree_svg escapes every text it writes.
+        tree = mark_safe(tree_svg(detail.tree, _detail_url))
     return _page(
         request,
         "later_django/job_detail.html",
         f"Job {job_id}",
         job=detail,
+        tree_svg=tree,
         live_stages=stages.LIVE_STAGES,
     )
 
