@@ -3,8 +3,8 @@
 The record keeps every stage it went through with the time (``history``, then the
 current stage), one worker id per attempt (``worker_ids``) and the error of each
 failed attempt with its number (``errors``). An attempt is a ``running`` entry: it
-began then and ended at the next entry, whose stage says how (``requeued``: it failed
-and the job runs again). Pure: no read, no clock (the page passes ``now_ms``).
+began then and ended at the next entry, whose stage says how, in the outcome names
+the task pages count (:func:`later_django.core.attempts.attempt_outcome`). Pure: no read, no clock (the page passes ``now_ms``).
 """
 
 from __future__ import annotations
@@ -14,17 +14,13 @@ from datetime import datetime
 
 from later_django.admin.units import human_duration, when
 from later_django.core import stages
+from later_django.core.attempts import attempt_outcome
 from later_django.core.records import JobError, JobRecord
+from later_django.exceptions import TaskTimeout, class_path
 
-#: What the stage after an attempt's ``running`` says about the attempt.
-OUTCOMES = {
-    stages.SUCCESS: "succeeded",
-    stages.FAILED: "failed",
-    stages.REQUEUED: "failed, runs again",
-    stages.CANCELLED: "cancelled",
-}
 #: The outcome of the attempt running now.
 RUNNING_NOW = "running"
+_TIMEOUT_PATH = class_path(TaskTimeout)
 
 
 @dataclass(frozen=True)
@@ -49,9 +45,10 @@ def attempts_of(record: JobRecord, now_ms: int) -> list[Attempt]:
         if stage != stages.RUNNING:
             continue
         number = len(found) + 1
+        error = errors.get(number)
         if index + 1 < len(entries):
             outcome_stage, ended_ms = entries[index + 1]
-            outcome = OUTCOMES.get(outcome_stage, outcome_stage)
+            outcome = _outcome(outcome_stage, error)
         else:
             ended_ms, outcome = now_ms, RUNNING_NOW
         found.append(
@@ -63,7 +60,17 @@ def attempts_of(record: JobRecord, now_ms: int) -> list[Attempt]:
                     record.worker_ids[number - 1] if number <= len(record.worker_ids) else None
                 ),
                 outcome=outcome,
-                error=errors.get(number),
+                error=error,
             )
         )
     return found
+
+
+def _outcome(stage: str, error: JobError | None) -> str:
+    """The attempt's outcome (:mod:`later_django.core.attempts`, as the task pages count
+    it) from the stage it moved to; a stage no attempt ends in is shown as it is."""
+    timed_out = error is not None and error.exception_class_path == _TIMEOUT_PATH
+    try:
+        return attempt_outcome(stage, timed_out=timed_out)
+    except ValueError:
+        return stage

@@ -44,7 +44,7 @@ def test_each_attempt_shows_its_duration_worker_outcome_and_error(
     rows = re.findall(r'<tr class="later-attempt">(.*?)</tr>', html, re.S)
     assert len(rows) == 2
     first, second = rows
-    assert "failed, runs again" in first and "#later-error-1" in first
+    assert "retried" in first and "#later-error-1" in first
     assert "tests.engine.tasks.Boom" in first
     assert "succeeded" in second and "later-error" not in second
     for row in rows:

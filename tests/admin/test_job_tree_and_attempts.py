@@ -101,7 +101,7 @@ def test_attempts_come_from_the_history_with_their_worker_error_and_duration() -
     )
     first, second = attempts_of(retried, now_ms=9_999)
     assert (first.number, first.ran_for, first.worker_id) == (1, "400 ms", "vm:1:A")
-    assert first.outcome == "failed, runs again" and first.error == first_error
+    assert first.outcome == "retried" and first.error == first_error
     assert (second.number, second.ran_for, second.worker_id) == (2, "30 ms", "vm:2:B")
     assert second.outcome == "succeeded" and second.error is None
 
