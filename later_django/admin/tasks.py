@@ -24,7 +24,6 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 
 from later_django.admin.chart import chart_window
-from later_django.admin.jobs import when
 from later_django.admin.task_figures import (
     FAILURE_GROUPS_SHOWN,
     FailureRow,
@@ -33,7 +32,7 @@ from later_django.admin.task_figures import (
     read_failures,
     read_task_figures,
 )
-from later_django.admin.units import NONE_TEXT, human_duration
+from later_django.admin.units import NONE_TEXT, human_duration, when
 from later_django.admin.views import _page
 from later_django.core import clock, stages
 from later_django.core.attempts import ATTEMPT_OUTCOMES
