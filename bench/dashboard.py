@@ -1,17 +1,26 @@
-"""Dashboard at scale: the admin index and a deep job-list page with 1,000,000 jobs.
+"""Dashboard at scale: every page of the dashboard with 1,000,000 jobs.
 
 Seeds ``--rows`` (default 1,000,000) jobs straight into ``later_jobs_index`` of a
 dedicated database with one bulk ``INSERT … SELECT`` (70 % success, 10 % failed,
-10 % delayed, 10 % waiting; finished rows unexpired), recounts the stage
-counters, records a week of queue-length readings, then renders through
-Django's test client, logged in as a superuser:
+10 % delayed, 10 % waiting; 7 task paths; finished rows unexpired), recounts the
+stage counters, records a week of queue-length readings, writes the records of every
+failed job (3 queues, 3 error classes) and of the newest 5,000 others, a parent with
+100 continuations, and a week of ``later_task_minute`` (7 tasks, failures of 3
+classes every minute: 252,025 rows), then renders through Django's test client,
+logged in as a superuser:
 
 * ``admin_index_ms``: ``/admin/``, the django-admin-tools index dashboard with
   later_django's panels (target ≤ 150 ms);
 * ``plain_dashboard_ms``: ``/admin/later_django/``, the same panels without admin-tools;
 * ``job_list_deep_ms``: ``/admin/later_django/jobs/success/?cursor=…``, the page
   100 pages (5,000 jobs) deep, its cursor found by walking the pages first
-  (target ≤ 50 ms).
+  (target ≤ 50 ms);
+* ``failed_list_<filter>_ms``: the failed list unfiltered and with each filter
+  (:data:`LIST_FILTERS`; ``queue_matching_nothing`` is the worst page: its walk reads
+  the whole ``SCAN_CAP`` of rows and their records), the search by job id and by task
+  prefix (redirects), the job page with 100 continuations and a failed job's page,
+  and the tasks, failures (hour, day, week), queues, workers and recurring pages
+  (:data:`PAGES`); target ≤ 150 ms each (issue 16).
 
 Each figure is the median of ``--renders`` renders after two warm-up renders,
 printed as one JSON line (``figure``, ``db``, ``rows``, ``value``, ``unit``,
@@ -52,7 +61,7 @@ SEED = {
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %s) "
         "INSERT INTO later_jobs_index (namespace, job_id, payload_type, stage, stage_date_ms,"
         " revision, created_at_ms, date_expire) "
-        "SELECT %s, printf('01BENCH%%019d', i), 'bench.tasks.noop',"
+        "SELECT %s, printf('01BENCH%%019d', i), printf('bench.tasks.t%%d', i %% 7),"
         " CASE i %% 10 WHEN 0 THEN 'failed' WHEN 1 THEN 'delayed' WHEN 2 THEN 'waiting'"
         " ELSE 'success' END,"
         " %s - i, 2, %s - i - 5,"
@@ -61,7 +70,7 @@ SEED = {
     "postgresql": (
         "INSERT INTO later_jobs_index (namespace, job_id, payload_type, stage, stage_date_ms,"
         " revision, created_at_ms, date_expire) "
-        "SELECT %s, '01BENCH' || lpad(i::text, 19, '0'), 'bench.tasks.noop',"
+        "SELECT %s, '01BENCH' || lpad(i::text, 19, '0'), 'bench.tasks.t' || (i %% 7),"
         " CASE i %% 10 WHEN 0 THEN 'failed' WHEN 1 THEN 'delayed' WHEN 2 THEN 'waiting'"
         " ELSE 'success' END,"
         " %s - i, 2, %s - i - 5,"
@@ -205,15 +214,166 @@ def seed(rows: int) -> float:
     return time.perf_counter() - started
 
 
-def timed_renders(client, url: str, renders: int) -> tuple[float, int]:  # type: ignore[no-untyped-def]
-    """Median milliseconds of ``renders`` GETs of ``url`` (after two warm-ups), and
-    the number of queries of the last render."""
+def job_id(i: int) -> str:
+    """The id the seed gives row ``i`` (as the SQL above writes it)."""
+    return f"01BENCH{i:019d}"
+
+
+def seed_records(rows: int, now: int) -> int:
+    """Job records for every failed row (3 queues, 3 error classes) and for the newest
+    5,000 rows of the other stages, so list pages decode what a real one would;
+    returns how many were written."""
+    from django.db import connection
+
+    from later_django.core.keys import job_key
+    from later_django.core.records import JobError, JobRecord, encode_record
+
+    stage_of = {0: "failed", 1: "delayed", 2: "waiting"}
+    written, batch = 0, []
+    for i in range(1, rows + 1):
+        stage = stage_of.get(i % 10, "success")
+        if stage != "failed" and i > 5_000:
+            continue
+        at = now - i
+        record = JobRecord(
+            job_id=job_id(i),
+            namespace=NAMESPACE,
+            task_path=f"bench.tasks.t{i % 7}",
+            args=[i],
+            kwargs={},
+            queue_name=f"q{i % 3}",
+            priority=0,
+            backend="default",
+            stage=stage,
+            stage_at_ms=at,
+            created_at_ms=at - 5,
+            history=[("enqueued", at - 5), ("running", at - 3)]
+            if stage in {"success", "failed"}
+            else [],
+            worker_ids=["bench:1:AAAAAA"] if stage in {"success", "failed"} else [],
+            started_at_ms=at - 3,
+            finished_at_ms=at if stage in {"success", "failed"} else None,
+            run_after_ms=at + 3_600_000 if stage == "delayed" else None,
+            errors=[
+                JobError(
+                    f"bench.errors.E{(i // 10) % 3}",
+                    "Traceback (most recent call last):\n  ...\nbench.errors.E: it broke",
+                    at,
+                    1,
+                )
+            ]
+            if stage == "failed"
+            else [],
+        )
+        batch.append((job_key(NAMESPACE, record.job_id), encode_record(record), at))
+        if len(batch) == 5_000:
+            written += _insert_records(connection, batch)
+            batch = []
+    return written + _insert_records(connection, batch)
+
+
+def _insert_records(connection, batch: list) -> int:  # type: ignore[no-untyped-def]
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO later_storage (key, value, date_created) VALUES (%s, %s, %s)", batch
+        )
+    return len(batch)
+
+
+#: The job whose page shows a tree of a hundred continuations.
+TREE_PARENT = "01BENCHTREE000000000000000"
+TREE_CHILDREN = 100
+
+
+def seed_tree(now: int) -> None:
+    """A finished parent with 100 finished continuations (records and index rows)."""
+    from django.db import connection
+
+    from later_django.core.keys import job_key
+    from later_django.core.records import JobRecord, encode_record
+
+    ids = [TREE_PARENT] + [f"01BENCHTREECHILD{n:010d}" for n in range(TREE_CHILDREN)]
+    records, index_rows = [], []
+    for n, tree_id in enumerate(ids):
+        parent = None if n == 0 else TREE_PARENT
+        record = JobRecord(
+            job_id=tree_id,
+            namespace=NAMESPACE,
+            task_path="bench.tasks.t0",
+            args=[],
+            kwargs={},
+            queue_name="q0",
+            priority=0,
+            backend="default",
+            stage="success",
+            stage_at_ms=now,
+            created_at_ms=now - 10,
+            parent_job_id=parent,
+            run_on=None if n == 0 else "success",
+        )
+        records.append((job_key(NAMESPACE, tree_id), encode_record(record), now))
+        index_rows.append(
+            (NAMESPACE, tree_id, "bench.tasks.t0", "success", now, 2, now - 10, parent)
+        )
+    _insert_records(connection, records)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO later_jobs_index (namespace, job_id, payload_type, stage,"
+            " stage_date_ms, revision, created_at_ms, parent_job_id)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            index_rows,
+        )
+
+
+def seed_task_minutes(now: int) -> int:
+    """A week of ``later_task_minute``: each minute, 7 tasks' successes and, for three
+    of them, retried and failed attempts of three error classes; returns the rows."""
+    from django.db import connection
+
+    from later_django.core.clock import MINUTE_MS
+
+    current = now // MINUTE_MS
+    rows = []
+    for minute in range(current - 7 * 24 * 60, current + 1):
+        for task in range(7):
+            path = f"bench.tasks.t{task}"
+            rows.append((NAMESPACE, minute, path, "succeeded", "", 6, 40, 40 * 35, 90, ""))
+            if task < 3:
+                for error in range(3):
+                    for outcome in ("retried", "failed"):
+                        rows.append(
+                            (
+                                NAMESPACE,
+                                minute,
+                                path,
+                                outcome,
+                                f"bench.errors.E{error}",
+                                7,
+                                2,
+                                2 * 70,
+                                80,
+                                job_id(10 * (1 + error)),
+                            )
+                        )
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO later_task_minute (namespace, minute_bucket, task_path, outcome,"
+            " error_class, duration_bucket, count, sum_ms, max_ms, sample_job_id)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            rows,
+        )
+    return len(rows)
+
+
+def timed_renders(client, url: str, renders: int, status: int = 200) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """Median milliseconds of ``renders`` GETs of ``url`` (after two warm-ups; each must
+    answer ``status``), and the number of queries of the last render."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     for _ in range(2):
         response = client.get(url)
-        if response.status_code != 200:
+        if response.status_code != status:
             raise SystemExit(f"GET {url} answered {response.status_code}")
     timings = []
     for _ in range(renders):
@@ -240,6 +400,32 @@ def deep_cursor(stage: str, pages: int) -> str:
     return cursor
 
 
+#: The failed list with each filter: (figure name, query string).
+LIST_FILTERS = (
+    ("unfiltered", ""),
+    ("task", "?task=bench.tasks.t3"),
+    ("task_prefix", "?task=bench.tasks.t3*"),
+    ("queue", "?queue=q1"),
+    ("error", "?error=bench.errors.E2"),
+    ("task_and_error", "?task=bench.tasks.t3&error=bench.errors.E2"),
+    # Matches nothing: the walk reads its whole cap of rows and their records.
+    ("queue_matching_nothing", "?queue=nosuch"),
+    ("last_hour", "?since=1h"),
+)
+#: The other pages: (figure name, URL).
+PAGES = (
+    ("tasks_day_ms", "/admin/later_django/tasks/?range=day"),
+    ("tasks_hour_ms", "/admin/later_django/tasks/?range=hour"),
+    ("task_detail_day_ms", "/admin/later_django/tasks/bench.tasks.t0/?range=day"),
+    ("failures_hour_ms", "/admin/later_django/failures/?range=hour"),
+    ("failures_day_ms", "/admin/later_django/failures/?range=day"),
+    ("failures_week_ms", "/admin/later_django/failures/?range=week"),
+    ("queues_ms", "/admin/later_django/queues/"),
+    ("workers_ms", "/admin/later_django/workers/"),
+    ("recurring_ms", "/admin/later_django/recurring/"),
+)
+
+
 def run(db: str, rows: int, renders: int) -> list[dict]:
     from urllib.parse import quote
 
@@ -247,13 +433,35 @@ def run(db: str, rows: int, renders: int) -> list[dict]:
     from django.test import Client
 
     seconds = seed(rows)
+    from later_django.core.clock import now_ms
+
+    now = now_ms()
+    started = time.perf_counter()
+    records = seed_records(rows, now)
+    seed_tree(now)
+    minutes = seed_task_minutes(now)
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE later_storage, later_jobs_index, later_task_minute")
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+    seconds += time.perf_counter() - started
+    print(
+        json.dumps(
+            {"seeded": db, "index_rows": rows, "records": records, "task_minute_rows": minutes}
+        ),
+        flush=True,
+    )
     user = User.objects.create_superuser("bench", "bench@example.com", "bench")
     client = Client()
     client.force_login(user)
     figures = []
 
-    def figure(name: str, url: str, target: float | None) -> None:
-        value, queries = timed_renders(client, url, renders)
+    def figure(name: str, url: str, target: float | None, status: int = 200) -> None:
+        value, queries = timed_renders(client, url, renders, status)
         line = {
             "figure": name,
             "db": db,
@@ -275,6 +483,16 @@ def run(db: str, rows: int, renders: int) -> list[dict]:
         f"/admin/later_django/jobs/success/?cursor={quote(cursor)}",
         50,
     )
+    failed = "/admin/later_django/jobs/failed/"
+    for name, query in LIST_FILTERS:
+        figure(f"failed_list_{name}_ms", failed + query, 150)
+    figure("search_job_id_ms", f"{failed}?q={job_id(500)}", 150, status=302)
+    # Text that is no job id becomes a task prefix filter (a redirect to that list).
+    figure("search_task_prefix_ms", f"{failed}?q=bench.tasks.t5", 150, status=302)
+    figure("job_detail_100_children_ms", f"/admin/later_django/job/{TREE_PARENT}/", 150)
+    figure("job_detail_failed_ms", f"/admin/later_django/job/{job_id(10)}/", 150)
+    for name, url in PAGES:
+        figure(name, url, 150)
     return figures
 
 

@@ -37,7 +37,7 @@ from later_django.storage.types import JobIndexRow, RangeOrder
 PAGE_SIZE = 50
 #: Rows a filtered list looks at per page, at most, for the filters the index cannot
 #: serve (task, queue, error): such a page costs at most this many rows read.
-SCAN_CAP = 10_000
+SCAN_CAP = 5_000
 #: Continuations shown on a job's page (and siblings in its tree).
 CHILDREN_SHOWN = 100
 
@@ -145,7 +145,7 @@ class JobPage:
 
     @property
     def scanned_text(self) -> str:
-        """``scanned`` with thousands separated (``10,000``)."""
+        """``scanned`` with thousands separated (``5,000``)."""
         return f"{self.scanned:,}"
 
 
