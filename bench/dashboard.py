@@ -19,7 +19,7 @@ logged in as a superuser:
   (:data:`LIST_FILTERS`; ``queue_matching_nothing`` is the worst page: its walk reads
   the whole ``SCAN_CAP`` of rows and their records), the search by job id and by task
   prefix (redirects), the job page with 100 continuations and a failed job's page,
-  and the tasks, failures (hour, day, week), queues, workers and recurring pages
+  and the tasks, failures (hour, day), queues, workers and recurring pages
   (:data:`PAGES`); target ≤ 150 ms each (issue 16).
 
 Each figure is the median of ``--renders`` renders after two warm-up renders,
@@ -419,7 +419,6 @@ PAGES = (
     ("task_detail_day_ms", "/admin/later_django/tasks/bench.tasks.t0/?range=day"),
     ("failures_hour_ms", "/admin/later_django/failures/?range=hour"),
     ("failures_day_ms", "/admin/later_django/failures/?range=day"),
-    ("failures_week_ms", "/admin/later_django/failures/?range=week"),
     ("queues_ms", "/admin/later_django/queues/"),
     ("workers_ms", "/admin/later_django/workers/"),
     ("recurring_ms", "/admin/later_django/recurring/"),
