@@ -4,7 +4,8 @@ The record keeps every stage it went through with the time (``history``, then th
 current stage), one worker id per attempt (``worker_ids``) and the error of each
 failed attempt with its number (``errors``). An attempt is a ``running`` entry: it
 began then and ended at the next entry, whose stage says how, in the outcome names
-the task pages count (:func:`later_django.core.attempts.attempt_outcome`). Pure: no read, no clock (the page passes ``now_ms``).
+the task pages count (:func:`later_django.core.attempts.attempt_outcome`). Pure: no
+read, no clock (the page passes ``now_ms``).
 """
 
 from __future__ import annotations
