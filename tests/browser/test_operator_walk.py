@@ -1,0 +1,132 @@
+"""An operator in a real browser: what failed in the last hour, why, and make it run again.
+
+The example project after ``demo_seed`` (its five ``always_fails`` jobs failed under a
+burst worker, whose attempts the failures page counts). The walk: the Failures page
+shows the group (task, error class, count, a traceback), its "Failed jobs" link lists
+them filtered by task and class, "all matching" + Retry leads to a confirmation page
+with the count, the confirmation retries them, and the dashboard, left open, follows
+a worker running them without a reload. Then every page is photographed at 1280 and
+375 px under ``test-output/browser/`` and each picture checked (size, not blank).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.browser.conftest import Site, _site
+from tests.browser.example_site import manage
+from tests.browser.login import log_in
+from tests.browser.png import read_png
+from tests.browser.test_live_refresh import wait_for_text
+
+TASK = "demo.tasks.always_fails"
+ERROR = "demo.tasks.DemoFailure"
+SEEDED_FAILED = 5
+DASHBOARD = "/admin/later_django/"
+FAILED_COUNT = "#later-panel-stages tr.later-stage-failed td.num"
+ENQUEUED_COUNT = "#later-panel-stages tr.later-stage-enqueued td.num"
+#: A worker run plus a refresh interval (5 s) and a fetch.
+CHANGE_SHOWS_MS = 30_000
+
+
+@pytest.fixture
+def failed_site(tmp_path: Path, chromium_path: str) -> Iterator[Site]:
+    """A seeded example project of this test's own (the walk changes its jobs)."""
+    yield from _site(tmp_path, seed=True)
+
+
+def shoot(page, directory: Path, name: str) -> Path:
+    """A full-page screenshot ``<name>.png`` in ``directory``, checked as a real image."""
+    picture = directory / f"{name}.png"
+    picture.unlink(missing_ok=True)
+    page.screenshot(path=str(picture), full_page=True)
+    image = read_png(picture)
+    width = page.viewport_size["width"]
+    assert image.width == width, f"{name}: {image.width} px wide in a {width} px window"
+    assert image.height >= 300, name
+    assert picture.stat().st_size > 10_000, name
+    assert image.distinct_byte_values > 64, f"{name} looks blank"
+    return picture
+
+
+def test_what_failed_why_and_run_it_again(page, failed_site, output_directory) -> None:
+    base = failed_site.base
+    log_in(page, base)
+    page.goto(f"{base}{DASHBOARD}")
+
+    page.click("nav.later-page-nav >> text=Failures")
+    group = page.locator("tr.later-failure-group", has_text=TASK)
+    assert group.locator("td.later-error-class").inner_text() == ERROR
+    assert group.locator("td.later-failure-count").inner_text() == str(SEEDED_FAILED)
+    traceback = page.locator("tr.later-failure-traceback pre").first.text_content()
+    assert "fails on purpose, without retries" in traceback
+    shoot(page, output_directory, "walk-1-failures")
+
+    group.locator("a.later-failed-list").click()
+    page.wait_for_url(f"{base}{DASHBOARD}jobs/failed/?*")
+    listed = page.locator("table.later-jobs tbody tr")
+    assert listed.count() == SEEDED_FAILED
+    assert all(TASK in text for text in listed.all_inner_texts())
+    assert page.input_value("input[name=task]") == TASK
+    assert page.input_value("input[name=error]") == ERROR
+    shoot(page, output_directory, "walk-2-failed-list")
+
+    page.check("input[name=scope][value=matching]")
+    page.select_option("select[name=action]", "retry")
+    page.click("button:has-text('Review…')")
+    facts = page.locator("table.later-bulk-facts")
+    found_now = facts.locator("tr", has_text="Found now").locator("td").inner_text()
+    would_change = facts.locator("tr", has_text="Would change").locator("td").inner_text()
+    jobs_in_words = facts.locator("tr", has_text="Jobs").first.locator("td").inner_text()
+    assert (found_now, would_change) == (str(SEEDED_FAILED), str(SEEDED_FAILED))
+    assert TASK in jobs_in_words and ERROR in jobs_in_words
+    shoot(page, output_directory, "walk-3-confirmation")
+    page.click("button:has-text('Yes, retry')")
+    assert page.locator("ul.messagelist li.success").count() == 1
+
+    page.goto(f"{base}{DASHBOARD}")
+    page.evaluate("window.laterMarker = 'loaded once'")
+    loads: list[str] = []
+    page.on("load", lambda loaded: loads.append(loaded.url))
+    failed_before, enqueued_before = page.inner_text(FAILED_COUNT), page.inner_text(ENQUEUED_COUNT)
+    manage(failed_site.database, "later_worker", "--burst", "--concurrency", "4")
+    wait_for_text(page, FAILED_COUNT, str(SEEDED_FAILED), CHANGE_SHOWS_MS)
+    shoot(page, output_directory, "walk-4-dashboard-after")
+
+    assert failed_before == "0"
+    assert int(enqueued_before) >= SEEDED_FAILED  # the seed's own queued jobs besides
+    assert page.evaluate("window.laterMarker") == "loaded once" and loads == []
+
+
+def test_every_page_photographed_at_both_widths(browser, seeded_site, output_directory) -> None:
+    base = seeded_site.base
+    pages = {
+        "dashboard": DASHBOARD,
+        "queues": f"{DASHBOARD}queues/",
+        "workers": f"{DASHBOARD}workers/",
+        "recurring": f"{DASHBOARD}recurring/",
+        "tasks": f"{DASHBOARD}tasks/?range=day",
+        "task": f"{DASHBOARD}tasks/{TASK}/?range=day",
+        "failures": f"{DASHBOARD}failures/?range=day",
+        "failed-list": f"{DASHBOARD}jobs/failed/",
+        "bulk-confirmation": f"{DASHBOARD}jobs/failed/bulk/?action=retry&scope=matching",
+    }
+    taken = []
+    for width in (1280, 375):
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        try:
+            page = context.new_page()
+            log_in(page, base)
+            for name, path in pages.items():
+                answer = page.goto(f"{base}{path}")
+                assert answer is not None and answer.status == 200, (path, answer)
+                taken.append(shoot(page, output_directory, f"page-{name}-{width}"))
+            page.goto(f"{base}{pages['failed-list']}")
+            page.click("table.later-jobs tbody tr a >> nth=0")
+            taken.append(shoot(page, output_directory, f"page-job-{width}"))
+        finally:
+            context.close()
+    assert len(taken) == 2 * (len(pages) + 1)
