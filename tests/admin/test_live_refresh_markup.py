@@ -35,7 +35,11 @@ PAGES = {
     ("later_django:dashboard", ()): DASHBOARD_REGIONS,
     ("later_django:queue_list", ()): {"later-queue-page"},
     ("later_django:worker_list", ()): {"later-worker-page"},
+    ("later_django:job_list", ("failed",)): {"later-job-list"},
+    ("later_django:job_list", ("cancelled",)): {"later-job-list"},  # no job: still there
 }
+#: Elements without an end tag: never open, so never on the stack of open elements.
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
 
 
 class Markup(HTMLParser):
@@ -46,16 +50,31 @@ class Markup(HTMLParser):
         self.ids: Counter[str] = Counter()
         self.regions: list[str | None] = []
         self.scripts: list[dict[str, str | None]] = []
+        #: region id → the (tag, attributes) of the elements inside it.
+        self.inside: dict[str, list[tuple[str, dict[str, str | None]]]] = {}
+        self._open: list[tuple[str, str | None]] = []  # (tag, region id it opens)
         self.feed(html)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         found = dict(attrs)
+        for _, region in self._open:
+            if region:
+                self.inside[region].append((tag, found))
         if found.get("id"):
             self.ids[found["id"]] += 1
+        region = found.get("id") if "data-later-refresh" in found else None
         if "data-later-refresh" in found:
-            self.regions.append(found.get("id"))
+            self.regions.append(region)
+            self.inside.setdefault(region or "", [])
         if tag == "script":
             self.scripts.append(found)
+        if tag not in VOID:
+            self._open.append((tag, region))
+
+    def handle_endtag(self, tag: str) -> None:
+        while self._open:
+            if self._open.pop()[0] == tag:
+                break
 
 
 def markup(client: Client, url: str, **headers: str) -> Markup:
@@ -114,3 +133,17 @@ def test_a_refresh_fetch_without_a_staff_session_is_sent_to_the_login_page(
     response = Client().get(reverse("later_django:dashboard"), **REFRESH)
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("admin:login"))
+
+
+def test_the_job_list_region_holds_the_bulk_form_so_its_page_ids_follow_the_rows(
+    manager_client: Client,
+) -> None:
+    seeded = seed_jobs()
+    page = markup(manager_client, reverse("later_django:job_list", args=["enqueued"]))
+    inside = page.inside["later-job-list"]
+    forms = [attrs.get("class") for tag, attrs in inside if tag == "form"]
+    page_ids = {attrs["value"] for tag, attrs in inside if attrs.get("name") == "page_job_id"}
+    boxes = [attrs for tag, attrs in inside if attrs.get("type") == "checkbox"]
+    assert forms == ["later-bulk"]
+    assert set(seeded.queued) <= page_ids
+    assert len(boxes) == len(page_ids)

@@ -17,6 +17,7 @@ ENQUEUED = "#later-panel-stages tr.later-stage-enqueued td.num"
 READY = "#later-panel-throughput table.later-queues td.num"
 QUEUE_READY = "#later-queue-page td.later-ready"
 QUEUE_BOX = "#later-queue-page .later-scroll"
+JOB_ROWS = "#later-job-list table.later-jobs tbody tr"
 SET_HIDDEN = """hidden => {
     Object.defineProperty(document, "hidden", {configurable: true, get: () => hidden});
     Object.defineProperty(document, "visibilityState",
@@ -145,3 +146,43 @@ def test_the_live_button_pauses_the_refresh_on_every_page_and_remembers_it(
     assert requests.since(paused_at) >= 1
     assert scrolled_to == 200
     assert scrolled_after == scrolled_to
+
+
+def test_the_job_list_follows_new_jobs_but_keeps_rows_the_user_ticked(page, empty_site) -> None:
+    base = empty_site.base
+    log_in(page, base)
+    enqueue(base, 1)
+    page.goto(f"{base}/admin/later_django/jobs/enqueued/")
+    requests = RefreshRequests(page)
+    page.evaluate("window.laterMarker = 'the page loaded once'")
+    rows_at_first = page.locator(JOB_ROWS).count()
+
+    enqueue(base, 2)  # the bulk form's untouched action menu does not hold the list
+    wait_for_rows(page, 3)
+
+    page.check(f"{JOB_ROWS} input[type=checkbox] >> nth=0")
+    ticked_at = time.monotonic()
+    enqueue(base, 1)
+    poll_until = time.monotonic() + CHANGE_SHOWS_MS / 1000
+    while requests.since(ticked_at) < 2 and time.monotonic() < poll_until:
+        page.wait_for_timeout(250)
+    page.wait_for_timeout(1_000)  # the second fetch's answer is in
+    rows_while_ticked = page.locator(JOB_ROWS).count()
+    fetched_while_ticked = requests.since(ticked_at)
+    still_ticked = page.is_checked(f"{JOB_ROWS} input[type=checkbox] >> nth=0")
+    page.uncheck(f"{JOB_ROWS} input[type=checkbox] >> nth=0")
+    page.click("h2")  # the focus leaves the box
+    wait_for_rows(page, 4)
+
+    assert rows_at_first == 1
+    assert fetched_while_ticked >= 2
+    assert rows_while_ticked == 3 and still_ticked
+    assert page.evaluate("window.laterMarker") == "the page loaded once"
+
+
+def wait_for_rows(page, rows: int) -> None:
+    page.wait_for_function(
+        "([selector, rows]) => document.querySelectorAll(selector).length === rows",
+        arg=[JOB_ROWS, rows],
+        timeout=CHANGE_SHOWS_MS,
+    )

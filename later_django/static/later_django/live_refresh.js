@@ -129,7 +129,11 @@
       return control.checked !== control.defaultChecked;
     }
     if (control.tagName === "SELECT") {
-      return Array.from(control.options).some((item) => item.selected !== item.defaultSelected);
+      const options = Array.from(control.options);
+      if (!control.multiple && !options.some((item) => item.defaultSelected)) {
+        return control.selectedIndex > 0; // none marked: the first option is the default
+      }
+      return options.some((item) => item.selected !== item.defaultSelected);
     }
     return control.value !== control.defaultValue;
   }
