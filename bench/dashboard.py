@@ -327,7 +327,8 @@ def seed_tree(now: int) -> None:
 
 def seed_task_minutes(now: int) -> int:
     """A week of ``later_task_minute``: each minute, 7 tasks' successes and, for three
-    of them, retried and failed attempts of three error classes; returns the rows."""
+    of them, retried and failed attempts of three error classes, all on the ``default``
+    queue; returns the rows."""
     from django.db import connection
 
     from later_django.core.clock import MINUTE_MS
@@ -358,8 +359,8 @@ def seed_task_minutes(now: int) -> int:
     with connection.cursor() as cursor:
         cursor.executemany(
             "INSERT INTO later_task_minute (namespace, minute_bucket, task_path, outcome,"
-            " error_class, duration_bucket, count, sum_ms, max_ms, sample_job_id)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            " error_class, duration_bucket, count, sum_ms, max_ms, sample_job_id, queue_name)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'default')",
             rows,
         )
     return len(rows)

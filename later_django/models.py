@@ -399,7 +399,7 @@ class JobWaitMetric(LaterModel):
 
 
 class TaskMinuteMetric(LaterModel):
-    """Attempts of one task per minute, outcome, error class and duration bucket.
+    """Attempts of one task per queue, minute, outcome, error class and duration bucket.
 
     ``error_class`` is the error's class path for the failing outcomes
     (:data:`~later_django.core.attempts.FAILING_OUTCOMES`), else ``''``;
@@ -410,11 +410,19 @@ class TaskMinuteMetric(LaterModel):
     """
 
     pk = models.CompositePrimaryKey(
-        "namespace", "minute_bucket", "task_path", "outcome", "error_class", "duration_bucket"
+        "namespace",
+        "minute_bucket",
+        "task_path",
+        "queue_name",
+        "outcome",
+        "error_class",
+        "duration_bucket",
     )
     namespace = models.CharField(max_length=NAME_LENGTH)
     minute_bucket = models.BigIntegerField()
     task_path = models.CharField(max_length=KEY_LENGTH)
+    #: The queue the job ran from (the record's ``queue_name``).
+    queue_name = models.CharField(max_length=NAME_LENGTH)
     outcome = models.CharField(max_length=20)
     error_class = models.CharField(max_length=KEY_LENGTH)
     duration_bucket = models.SmallIntegerField()

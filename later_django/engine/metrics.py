@@ -1,7 +1,7 @@
 """Transition, wait and attempt metrics, folded in memory and written as one batch.
 
-Every committed stage move, and every attempt's end (its task, outcome, error class
-and duration: the per-task figures), adds to a per-process accumulator, keyed by
+Every committed stage move, and every attempt's end (its task, queue, outcome, error
+class and duration: the per-task and per-queue figures), adds to a per-process accumulator, keyed by
 (namespace, database alias) and by minute; :func:`flush` writes what was
 gathered with one statement per metric table and empties it. Workers flush
 about once a second and when they stop; other processes (web servers that
@@ -31,11 +31,11 @@ ENQUEUE_SIDE_FLUSH_SECONDS = 1.0
 
 
 #: An attempt's end: ``(task_path, outcome, error_class, duration_ms or None, job_id,
-#: at_ms)``; a plain tuple, made once per attempt on the worker's path.
-AttemptSample = tuple[str, str, str, float | None, str, int]
-#: The key of an attempt row in memory: ``(task_path, outcome, error_class, minute,
-#: duration_bucket)``.
-_AttemptKey = tuple[str, str, str, int, int]
+#: at_ms, queue_name)``; a plain tuple, made once per attempt on the worker's path.
+AttemptSample = tuple[str, str, str, float | None, str, int, str]
+#: The key of an attempt row in memory: ``(task_path, queue_name, outcome, error_class,
+#: minute, duration_bucket)``.
+_AttemptKey = tuple[str, str, str, str, int, int]
 
 
 @dataclass
@@ -88,10 +88,17 @@ class MetricsAccumulator:
                         duration_ms or 0,
                         duration_ms or 0,
                         job_id,
+                        queue_name,
                     )
-                    for (task_path, outcome, error_class, duration_ms, job_id, at_ms) in (
-                        batch.attempts
-                    )
+                    for (
+                        task_path,
+                        outcome,
+                        error_class,
+                        duration_ms,
+                        job_id,
+                        at_ms,
+                        queue_name,
+                    ) in (batch.attempts)
                 ],
             )
 
@@ -103,6 +110,7 @@ class MetricsAccumulator:
             for sample in samples:
                 key = (
                     sample.task_path,
+                    sample.queue_name,
                     sample.outcome,
                     sample.error_class,
                     minute_bucket(sample.at_ms),
@@ -158,7 +166,7 @@ class MetricsAccumulator:
                 batch.transitions.append((stage, minute * MINUTE_MS, count))
             for (mode, minute), (count, total, longest) in sorted(waits.get(target, {}).items()):
                 batch.waits.append((mode, minute * MINUTE_MS, count, total, longest))
-            for (task_path, outcome, error_class, minute, bucket), (
+            for (task_path, queue_name, outcome, error_class, minute, bucket), (
                 count,
                 total,
                 longest,
@@ -175,6 +183,7 @@ class MetricsAccumulator:
                         total,
                         longest,
                         sample,
+                        queue_name,
                     )
                 )
             if batch.transitions or batch.waits or batch.task_minutes:

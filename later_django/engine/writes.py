@@ -114,7 +114,8 @@ class JobWrites:
         """A metric sample: an attempt of ``record`` ended, the record already moved to
         where it ended (its outcome is read from its stage and last error); it ran
         ``duration_ms`` (None: unknown, the attempt was found lost). A failing attempt
-        carries its error's class path and its job id (the failure group's sample)."""
+        carries its error's class path and its job id (the failure group's sample); every
+        attempt carries the queue the job ran from."""
         error = record.errors[-1].exception_class_path if record.errors else ""
         outcome = attempts.attempt_outcome(record.stage, timed_out=error == _TIMEOUT_PATH)
         failing = outcome in attempts.FAILING_OUTCOMES
@@ -126,6 +127,7 @@ class JobWrites:
                 duration_ms,
                 record.job_id if failing else "",
                 record.stage_at_ms,
+                record.queue_name,
             )
         )
 

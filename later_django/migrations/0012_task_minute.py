@@ -1,5 +1,6 @@
-"""``later_task_minute``: attempts per task, minute, outcome, error class and duration
-bucket, the source of the per-task and failure pages (issue 16, decisions 100 and 101).
+"""``later_task_minute``: attempts per task, queue, minute, outcome, error class and
+duration bucket, the source of the per-task, failure and queue throughput figures
+(issue 16, decisions 100 and 101).
 
 Additive: one new table, nothing else changes, and nothing is backfilled (the pages
 show attempts from the first flush after this migration on). The primary key leads
@@ -26,6 +27,7 @@ class Migration(migrations.Migration):
                         "namespace",
                         "minute_bucket",
                         "task_path",
+                        "queue_name",
                         "outcome",
                         "error_class",
                         "duration_bucket",
@@ -38,6 +40,7 @@ class Migration(migrations.Migration):
                 ("namespace", models.CharField(max_length=200)),
                 ("minute_bucket", models.BigIntegerField()),
                 ("task_path", models.CharField(max_length=500)),
+                ("queue_name", models.CharField(max_length=200)),
                 ("outcome", models.CharField(max_length=20)),
                 ("error_class", models.CharField(max_length=500)),
                 ("duration_bucket", models.SmallIntegerField()),

@@ -26,6 +26,7 @@ from later_django.storage.types import (
     FailureGroup,
     JobIndexMetricsBatch,
     JobIndexWaitStats,
+    QueueAttempts,
     QueueSample,
     TaskOutcomeSums,
 )
@@ -59,11 +60,12 @@ def _wait_rows(batch: JobIndexMetricsBatch) -> list[dict[str, Any]]:
 def _task_minute_rows(batch: JobIndexMetricsBatch) -> list[dict[str, Any]]:
     """The batch's attempts summed per ``later_task_minute`` key (max and sample job id
     are the largest), in key order: one row per key, as one upsert needs."""
-    totals: dict[tuple[int, str, str, str, int], list[Any]] = {}
+    totals: dict[tuple[int, str, str, str, str, int], list[Any]] = {}
     for sample in batch.task_minutes:
         key = (
             minute_bucket(sample.at_ms),
             sample.task_path,
+            sample.queue_name,
             sample.outcome,
             sample.error_class,
             sample.duration_bucket,
@@ -80,6 +82,7 @@ def _task_minute_rows(batch: JobIndexMetricsBatch) -> list[dict[str, Any]]:
         {
             "minute_bucket": bucket,
             "task_path": task_path,
+            "queue_name": queue_name,
             "outcome": outcome,
             "error_class": error_class,
             "duration_bucket": duration_bucket,
@@ -88,7 +91,7 @@ def _task_minute_rows(batch: JobIndexMetricsBatch) -> list[dict[str, Any]]:
             "max_ms": round(max_ms),
             "sample_job_id": sample_job_id,
         }
-        for (bucket, task_path, outcome, error_class, duration_bucket), (
+        for (bucket, task_path, queue_name, outcome, error_class, duration_bucket), (
             count,
             sum_ms,
             max_ms,
@@ -161,6 +164,20 @@ class MetricsStore:
             TaskOutcomeSums(task, outcome, int(bucket), int(count), int(sum_ms), int(max_ms))
             for task, outcome, bucket, count, sum_ms, max_ms in self._driver.fetch_all(
                 statement, params
+            )
+        ]
+
+    def queue_attempts(
+        self, namespace: str, first_bucket: int, last_bucket: int
+    ) -> list[QueueAttempts]:
+        """The succeeded and the failing attempts of the minute buckets ``first_bucket``
+        … ``last_bucket`` per queue, by queue name; queues without either are absent.
+        One grouped read of the window's rows."""
+        params = {"namespace": namespace, "first_bucket": first_bucket, "last_bucket": last_bucket}
+        return [
+            QueueAttempts(queue_name, int(succeeded), int(failing))
+            for queue_name, succeeded, failing in self._driver.fetch_all(
+                self._tasks.queue_attempts, params
             )
         ]
 

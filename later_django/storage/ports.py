@@ -35,6 +35,7 @@ from later_django.storage.types import (
     JobIndexPage,
     JobIndexRow,
     JobIndexWaitStats,
+    QueueAttempts,
     QueueSample,
     RangeOrder,
     RangePage,
@@ -673,6 +674,13 @@ class MetricsPort(Protocol):
         """The attempts of the minute buckets ``first_bucket`` … ``last_bucket`` summed per
         (task, outcome, duration bucket), of every task or of ``task_path`` only; one grouped
         read of the window's rows."""
+
+    def queue_attempts(
+        self, namespace: str, first_bucket: int, last_bucket: int
+    ) -> list[QueueAttempts]:
+        """The succeeded and the failing attempts of the minute buckets ``first_bucket`` …
+        ``last_bucket`` per queue, by queue name; queues without either are absent. One
+        grouped read of the window's rows."""
 
     def task_throughput(
         self,

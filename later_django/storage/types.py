@@ -174,7 +174,8 @@ class JobIndexMetricsBatch:
 class TaskMinuteSample(NamedTuple):
     """Attempts of one key of ``later_task_minute`` (the minute is ``at_ms``'s): samples of
     one key add up (``attempts``, ``sum_ms``), ``max_ms`` and ``sample_job_id`` (the highest
-    job id, the newest ULID) are the largest."""
+    job id, the newest ULID) are the largest. ``queue_name`` is last, with a default, so
+    that samples built by position without one still make sense."""
 
     task_path: str
     outcome: str
@@ -186,6 +187,24 @@ class TaskMinuteSample(NamedTuple):
     sum_ms: float
     max_ms: float
     sample_job_id: str
+    #: The queue the job ran from.
+    queue_name: str = ""
+
+
+@dataclass(frozen=True)
+class QueueAttempts:
+    """Attempts of one queue that ended in a window: ``succeeded``, and ``failing``
+    (retried, failed, timed out: :data:`~later_django.core.attempts.FAILING_OUTCOMES`);
+    cancelled attempts are in neither."""
+
+    queue_name: str
+    succeeded: int
+    failing: int
+
+    @property
+    def done(self) -> int:
+        """Attempts that succeeded or failed."""
+        return self.succeeded + self.failing
 
 
 @dataclass(frozen=True)

@@ -43,17 +43,18 @@ def attempt_rows(alias: str) -> dict[tuple[str, str, str], int]:
     return totals
 
 
-def test_the_accumulator_folds_attempts_per_task_outcome_minute_and_duration_bucket() -> None:
+def test_the_accumulator_folds_attempts_per_task_queue_outcome_minute_and_duration_bucket() -> None:
     accumulator = metrics.MetricsAccumulator()
     at = 29_000_000 * MINUTE_MS
     batch = metrics.MetricsBatch(
         attempts=[
-            ("t", attempts.SUCCEEDED, "", 3.0, "", at),
-            ("t", attempts.SUCCEEDED, "", 3.1, "", at + 59_999),
-            ("t", attempts.SUCCEEDED, "", 3.0, "", at + MINUTE_MS),
-            ("t", attempts.FAILED, "E", 40.0, "01A", at),
-            ("t", attempts.FAILED, "E", 41.0, "01C", at),
-            ("t", attempts.FAILED, "E", None, "01B", at),
+            ("t", attempts.SUCCEEDED, "", 3.0, "", at, "q"),
+            ("t", attempts.SUCCEEDED, "", 3.1, "", at + 59_999, "q"),
+            ("t", attempts.SUCCEEDED, "", 3.0, "", at + MINUTE_MS, "q"),
+            ("t", attempts.SUCCEEDED, "", 3.0, "", at, "other"),
+            ("t", attempts.FAILED, "E", 40.0, "01A", at, "q"),
+            ("t", attempts.FAILED, "E", 41.0, "01C", at, "q"),
+            ("t", attempts.FAILED, "E", None, "01B", at, "q"),
         ]
     )
     accumulator.add("ns", "default", batch)
@@ -63,10 +64,13 @@ def test_the_accumulator_folds_attempts_per_task_outcome_minute_and_duration_buc
     assert target == ("ns", "default")
     three, forty = bucket_of(3.0), bucket_of(40.0)
     assert taken.task_minutes == [
-        TaskMinuteSample("t", attempts.FAILED, "E", at, NO_DURATION, 1, 0, 0, "01B"),
-        TaskMinuteSample("t", attempts.FAILED, "E", at, forty, 2, 81.0, 41.0, "01C"),
-        TaskMinuteSample("t", attempts.SUCCEEDED, "", at, three, 2, pytest.approx(6.1), 3.1, ""),
-        TaskMinuteSample("t", attempts.SUCCEEDED, "", at + MINUTE_MS, three, 1, 3.0, 3.0, ""),
+        TaskMinuteSample("t", attempts.SUCCEEDED, "", at, three, 1, 3.0, 3.0, "", "other"),
+        TaskMinuteSample("t", attempts.FAILED, "E", at, NO_DURATION, 1, 0, 0, "01B", "q"),
+        TaskMinuteSample("t", attempts.FAILED, "E", at, forty, 2, 81.0, 41.0, "01C", "q"),
+        TaskMinuteSample(
+            "t", attempts.SUCCEEDED, "", at, three, 2, pytest.approx(6.1), 3.1, "", "q"
+        ),
+        TaskMinuteSample("t", attempts.SUCCEEDED, "", at + MINUTE_MS, three, 1, 3.0, 3.0, "", "q"),
     ]
     assert accumulator.take() == {}
 
@@ -76,7 +80,9 @@ def test_a_failed_flush_keeps_the_attempts_for_the_next(
 ) -> None:
     at = now_ms()
     metrics.accumulator.add(
-        NAMESPACE, engine_db, metrics.MetricsBatch(attempts=[(ADD, "succeeded", "", 5.0, "", at)])
+        NAMESPACE,
+        engine_db,
+        metrics.MetricsBatch(attempts=[(ADD, "succeeded", "", 5.0, "", at, "default")]),
     )
     store = type(stores_for(engine_db).metrics)
     original = store.record_batch
@@ -111,6 +117,28 @@ def test_a_worker_counts_successes_retries_failures_and_cancels_by_task(engine_d
     assert failing.sample_job_id == ids[3]
     timed = TaskMinuteMetric.objects.using(engine_db).filter(task_path=ADD)
     assert all(row.duration_bucket >= 0 for row in timed)
+
+
+def test_each_attempt_counts_on_the_queue_its_job_ran_from(engine_db: str) -> None:
+    ids = [
+        tasks.add.enqueue(1, 1).id,
+        tasks.add_on_emails.enqueue(1, 2).id,
+        tasks.add.using(queue_name="emails").enqueue(2, 2).id,
+    ]
+
+    run_until_finished(ids, queues=["default", "emails"])
+    metrics.flush()
+
+    queues: dict[tuple[str, str], int] = {}
+    for row in TaskMinuteMetric.objects.using(engine_db).filter(namespace=NAMESPACE):
+        queues[(row.task_path, row.queue_name)] = (
+            queues.get((row.task_path, row.queue_name), 0) + row.count
+        )
+    assert queues == {
+        (ADD, "default"): 1,
+        (ADD, "emails"): 1,
+        (tasks.add_on_emails.module_path, "emails"): 1,
+    }
 
 
 def test_finishing_jobs_writes_no_attempt_row_the_flush_writes_one_statement(

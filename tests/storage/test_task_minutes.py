@@ -1,4 +1,5 @@
-"""Attempts per task (``later_task_minute``): the flush's upsert and the window reads."""
+"""Attempts per task and queue (``later_task_minute``): the flush's upsert and the window
+reads."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from later_django.storage.types import (
     METRIC_RETENTION_MINUTES,
     FailureGroup,
     JobIndexMetricsBatch,
+    QueueAttempts,
     TaskMinuteSample,
     TaskOutcomeSums,
 )
@@ -35,8 +37,11 @@ def sample(
     sum_ms: float = 5,
     max_ms: float = 5,
     job_id: str = "",
+    queue: str = "default",
 ) -> TaskMinuteSample:
-    return TaskMinuteSample(task, outcome, error, at_ms, bucket, attempts, sum_ms, max_ms, job_id)
+    return TaskMinuteSample(
+        task, outcome, error, at_ms, bucket, attempts, sum_ms, max_ms, job_id, queue
+    )
 
 
 def record(alias: str, *samples: TaskMinuteSample, namespace: str = "ns") -> None:
@@ -98,6 +103,50 @@ def test_outcome_sums_cover_the_window_and_the_namespace_only(db_alias: str) -> 
         TaskOutcomeSums(SEND, "failed", -1, 1, 0, 0),
     ]
     assert one_task == [TaskOutcomeSums(SEND, "failed", -1, 1, 0, 0)]
+
+
+def test_the_queue_is_part_of_the_key_and_sums_over_it_are_unchanged(db_alias: str) -> None:
+    record(db_alias, sample(queue="emails", attempts=2), sample(attempts=3, sum_ms=9, max_ms=9))
+    record(db_alias, sample(queue="emails"))
+
+    rows = {
+        row.queue_name: row.count
+        for row in TaskMinuteMetric.objects.using(db_alias).filter(namespace="ns")
+    }
+    assert rows == {"default": 3, "emails": 3}
+    sums = stores_for(db_alias).metrics.task_outcome_sums("ns", MINUTE, MINUTE)
+    assert sums == [TaskOutcomeSums(ADD, "succeeded", 10, 6, 19, 9)]
+
+
+def test_queue_attempts_sum_succeeded_and_failing_per_queue_in_the_window(
+    db_alias: str,
+) -> None:
+    record(
+        db_alias,
+        sample(attempts=2),
+        sample(task=SEND, at_ms=NOW - MINUTE_MS, bucket=3),  # first minute of the window
+        sample(outcome="retried", error=BOOM, attempts=4),
+        sample(outcome="timed_out", error=BOOM, bucket=30),
+        sample(outcome="cancelled", attempts=50),  # neither succeeded nor failing
+        sample(queue="emails", outcome="failed", error=BOOM, job_id="01A"),
+        sample(queue="emails", attempts=7, at_ms=NOW - 2 * MINUTE_MS),  # before the window
+        sample(queue="emails", attempts=7, at_ms=NOW + MINUTE_MS),  # after it
+        sample(queue="only-cancels", outcome="cancelled"),
+    )
+    record(db_alias, sample(queue="others", attempts=100), namespace="other")
+    metrics = stores_for(db_alias).metrics
+
+    window = metrics.queue_attempts("ns", MINUTE - 1, MINUTE)
+
+    assert window == [
+        QueueAttempts("default", succeeded=3, failing=5),
+        QueueAttempts("emails", succeeded=0, failing=1),
+    ]
+    assert window[0].done == 8
+    assert metrics.queue_attempts("ns", MINUTE - 1, MINUTE - 1) == [QueueAttempts("default", 1, 0)]
+    assert metrics.queue_attempts("ns", MINUTE - 3, MINUTE - 2) == [QueueAttempts("emails", 7, 0)]
+    assert metrics.queue_attempts("other", MINUTE, MINUTE) == [QueueAttempts("others", 100, 0)]
+    assert metrics.queue_attempts("none", MINUTE - 10, MINUTE + 10) == []
 
 
 def test_task_throughput_sums_outcomes_per_slot(db_alias: str) -> None:

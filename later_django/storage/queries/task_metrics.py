@@ -1,4 +1,4 @@
-"""Statements of the per-task attempt figures (``later_task_minute``).
+"""Statements of the per-task and per-queue attempt figures (``later_task_minute``).
 
 Every read is one range of the primary key ``(namespace, minute_bucket, …)``: the
 minutes of a window, grouped; what it costs is the window's rows, never the jobs.
@@ -8,17 +8,17 @@ written into the text once at import (fixed text, never values).
 
 from __future__ import annotations
 
-from later_django.core.attempts import FAILING_OUTCOMES
+from later_django.core.attempts import FAILING_OUTCOMES, SUCCEEDED
 from later_django.storage.driver import RowsStatement
 
 #: ``'retried', 'failed', 'timed_out'``
 FAILING_OUTCOME_LIST = ", ".join(f"'{outcome}'" for outcome in FAILING_OUTCOMES)
 #: The columns a flush writes, in the order of its rows' fields.
 COLUMNS = (
-    "namespace, minute_bucket, task_path, outcome, error_class, duration_bucket,"
+    "namespace, minute_bucket, task_path, queue_name, outcome, error_class, duration_bucket,"
     " count, sum_ms, max_ms, sample_job_id"
 )
-KEY = "namespace, minute_bucket, task_path, outcome, error_class, duration_bucket"
+KEY = "namespace, minute_bucket, task_path, queue_name, outcome, error_class, duration_bucket"
 INTO = f"INSERT INTO later_task_minute ({COLUMNS})"
 _WINDOW = (
     " WHERE namespace = %(namespace)s"
@@ -30,6 +30,8 @@ _OUTCOME_SUMS = (
     " GROUP BY task_path, outcome, duration_bucket"
 )
 _OF_TASK = " AND task_path = %(task_path)s"
+#: ``'succeeded'``
+_SUCCEEDED = f"'{SUCCEEDED}'"
 
 
 def upsert_conflict(greatest: str, text_greatest: str) -> str:
@@ -67,6 +69,16 @@ class TaskMetricQueries:
     outcome_sums = _OUTCOME_SUMS.format(task="")
     #: The same for one task (``task_path``).
     outcome_sums_of_task = _OUTCOME_SUMS.format(task=_OF_TASK)
+    #: Succeeded and failing attempts of the window per queue, by queue name.
+    queue_attempts = (
+        "SELECT queue_name,"
+        f" SUM(CASE WHEN outcome = {_SUCCEEDED} THEN count ELSE 0 END),"
+        f" SUM(CASE WHEN outcome IN ({FAILING_OUTCOME_LIST}) THEN count ELSE 0 END)"
+        " FROM later_task_minute"
+        + _WINDOW
+        + f" AND outcome IN ({_SUCCEEDED}, {FAILING_OUTCOME_LIST})"
+        " GROUP BY queue_name ORDER BY queue_name"
+    )
     #: One task's attempts per slot of ``slot_minutes`` and outcome, oldest slot first.
     throughput_of_task = (
         "SELECT minute_bucket / CAST(%(slot_minutes)s AS INTEGER) AS slot, outcome, SUM(count)"

@@ -19,7 +19,8 @@ _TEXT_MAX = 'MAX({column} COLLATE "C")'
 class PostgresTaskMetricQueries(TaskMetricQueries):
     record = RowsStatement(
         INTO + " SELECT %(namespace)s::text, u.* FROM unnest("
-        "%(minute_bucket)s::bigint[], %(task_path)s::text[], %(outcome)s::text[],"
+        "%(minute_bucket)s::bigint[], %(task_path)s::text[], %(queue_name)s::text[],"
+        " %(outcome)s::text[],"
         " %(error_class)s::text[], %(duration_bucket)s::smallint[], %(count)s::bigint[],"
         " %(sum_ms)s::bigint[], %(max_ms)s::bigint[], %(sample_job_id)s::text[]) AS u"
         + upsert_conflict("GREATEST", 'GREATEST({a} COLLATE "C", {b} COLLATE "C")')

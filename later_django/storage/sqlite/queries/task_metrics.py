@@ -20,8 +20,9 @@ class SqliteTaskMetricQueries(TaskMetricQueries):
     record = RowsStatement(
         INTO + " VALUES {values}" + upsert_conflict("MAX", "MAX({a}, {b})"),
         row=(
-            "(%(namespace)s, %(minute_bucket)s, %(task_path)s, %(outcome)s, %(error_class)s,"
-            " %(duration_bucket)s, %(count)s, %(sum_ms)s, %(max_ms)s, %(sample_job_id)s)"
+            "(%(namespace)s, %(minute_bucket)s, %(task_path)s, %(queue_name)s, %(outcome)s,"
+            " %(error_class)s, %(duration_bucket)s, %(count)s, %(sum_ms)s, %(max_ms)s,"
+            " %(sample_job_id)s)"
         ),
     )
     failure_groups = failure_groups_statement(_TEXT_MAX, of_task=False)
