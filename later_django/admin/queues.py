@@ -8,8 +8,9 @@ running now from the live workers' rows. The configured limits come from
 ``LATER["QUEUE_LIMITS"]``. Queues named in ``TASKS`` or ``QUEUE_LIMITS`` are listed
 even while they hold nothing, so that they can be paused before jobs arrive.
 
-No per-queue throughput: the transition metrics (``later_job_transition_metrics``)
-and the queue-length samples are kept per namespace, not per queue.
+Throughput per queue is the attempts that ended (succeeded or failing) in the current
+minute so far and in the hour ending with it (the task pages' hour), read from
+``later_task_minute`` only: two grouped reads of the windows' minute rows, never the jobs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from later_django.admin.units import NONE_TEXT, human_age, human_duration, human_rate, when
+from later_django.admin.chart import chart_window
+from later_django.admin.units import (
+    NONE_TEXT,
+    human_age,
+    human_count,
+    human_duration,
+    human_rate,
+    when,
+)
 from later_django.backend import LaterBackend
 from later_django.compat.tasks import task_backends
 from later_django.conf import later_settings
@@ -25,6 +34,8 @@ from later_django.core import clock
 from later_django.core.keys import is_reserved
 from later_django.core.limits import QueueLimit
 from later_django.overview import QueueFigure, read_queues
+from later_django.storage.stores import stores_for
+from later_django.storage.types import QueueAttempts
 
 
 @dataclass(frozen=True)
@@ -41,6 +52,11 @@ class QueueRow:
     paused_by: str
     concurrency: str
     rate: str
+    #: Attempts that succeeded or failed in the current minute so far, and in the hour
+    #: ending with it; the failing ones of that hour (human counts: ``1.2k``).
+    done_minute: str
+    done_hour: str
+    failing_hour: str
     #: later_django's own queues (``__later…``) cannot be paused.
     can_pause: bool
 
@@ -64,11 +80,43 @@ def configured_queues() -> set[str]:
     return names
 
 
-def queue_row(figure: QueueFigure, limit: QueueLimit | None, now_ms: int) -> QueueRow:
-    """The row of one queue's figure and its configured limit (``None``: no limit)."""
+@dataclass(frozen=True)
+class QueueThroughput:
+    """Attempts per queue name in the current minute and in the hour ending with it
+    (a queue absent from either had none there)."""
+
+    minute: dict[str, QueueAttempts]
+    hour: dict[str, QueueAttempts]
+
+    def of(self, queue_name: str) -> tuple[QueueAttempts, QueueAttempts]:
+        """``(minute, hour)`` attempts of ``queue_name``, zeros where it had none."""
+        none = QueueAttempts(queue_name, succeeded=0, failing=0)
+        return self.minute.get(queue_name, none), self.hour.get(queue_name, none)
+
+
+def read_throughput(using: str, namespace: str, now_ms: int) -> QueueThroughput:
+    """Each queue's attempts in the minute holding ``now_ms`` and in the hour of whole
+    minutes ending with it: two grouped reads of ``later_task_minute``."""
+    hour = chart_window("hour", now_ms)
+    metrics = stores_for(using).metrics
+
+    def by_queue(first_bucket: int) -> dict[str, QueueAttempts]:
+        rows = metrics.queue_attempts(namespace, first_bucket, hour.last_bucket)
+        return {row.queue_name: row for row in rows}
+
+    return QueueThroughput(minute=by_queue(hour.last_bucket), hour=by_queue(hour.first_bucket))
+
+
+def queue_row(
+    figure: QueueFigure, limit: QueueLimit | None, throughput: QueueThroughput, now_ms: int
+) -> QueueRow:
+    """The row of one queue's figure, its configured limit (``None``: no limit) and
+    its throughput."""
+    name = figure.queue_name
     paused = figure.paused_at_ms is not None
+    minute, hour = throughput.of(name)
     return QueueRow(
-        name=figure.queue_name,
+        name=name,
         ready=figure.ready,
         running=figure.running,
         oldest_ready=human_duration(figure.oldest_ready_age_ms),
@@ -80,20 +128,27 @@ def queue_row(figure: QueueFigure, limit: QueueLimit | None, now_ms: int) -> Que
         if limit is None or limit.concurrency is None
         else str(limit.concurrency),
         rate=NONE_TEXT if limit is None else human_rate(limit.rate_count, limit.rate_window_ms),
-        can_pause=not is_reserved(figure.queue_name),
+        done_minute=human_count(minute.done),
+        done_hour=human_count(hour.done),
+        failing_hour=human_count(hour.failing),
+        can_pause=not is_reserved(name),
     )
 
 
 def queue_page(now_ms: int | None = None) -> QueuePage:
-    """Every queue with messages, running jobs, a pause or a configuration, by name."""
+    """Every queue with messages, running jobs, a pause, a configuration or attempts in
+    the last hour, by name."""
     settings = later_settings()
     now = clock.now_ms() if now_ms is None else now_ms
     figures, workers = read_queues(now_ms=now)
+    throughput = read_throughput(settings.database, settings.namespace, now)
     listed = {figure.queue_name for figure in figures}
-    figures += [QueueFigure(name, 0, None) for name in configured_queues() - listed]
+    figures += [
+        QueueFigure(name, 0, None) for name in (configured_queues() | set(throughput.hour)) - listed
+    ]
     limits = settings.queue_limits
     rows = [
-        queue_row(figure, limits.get(figure.queue_name), now)
+        queue_row(figure, limits.get(figure.queue_name), throughput, now)
         for figure in sorted(figures, key=lambda figure: figure.queue_name)
     ]
     return QueuePage(settings.namespace, settings.database, rows, len(workers))

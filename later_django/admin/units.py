@@ -1,5 +1,6 @@
 """Figures in the units an operator reads: durations (``850 ms``, ``12 s``, ``3.5 min``,
-``2.1 h``, ``3 d``), ages since a moment, queue rates (``100 / 1 min``), and the
+``2.1 h``, ``3 d``), ages since a moment, counts (``950``, ``1.2k``, ``34k``, ``5.6M``),
+queue rates (``100 / 1 min``), and the
 stored epoch milliseconds as datetimes for the templates.
 
 Pure functions of numbers (no Django, no clock): the pages pass ``now_ms``.
@@ -23,6 +24,13 @@ _UNITS: tuple[tuple[int, str, float | None], ...] = (
     (MINUTE_MS, "min", 60),
     (HOUR_MS, "h", 24),
     (DAY_MS, "d", None),
+)
+
+#: (count per unit, suffix, the value from which the next unit is used).
+_COUNT_UNITS: tuple[tuple[int, str, float | None], ...] = (
+    (1, "", 1000),
+    (1000, "k", 1000),
+    (1_000_000, "M", None),
 )
 
 
@@ -66,3 +74,14 @@ def human_rate(count: int | None, window_ms: int | None) -> str:
     if count is None or window_ms is None:
         return NONE_TEXT
     return f"{count} / {human_duration(window_ms)}"
+
+
+def human_count(count: int) -> str:
+    """``count`` exact below 1,000, else in thousands or millions with :func:`_number`'s
+    decimals: ``950``, ``1.2k``, ``34k``, ``5.6M``; a value that rounds up to the next
+    unit's size is shown in that unit (``999,960`` is ``1M``)."""
+    for size, suffix, limit in _COUNT_UNITS:
+        text = str(count) if size == 1 else _number(count / size)
+        if limit is None or abs(float(text)) < limit:
+            return text + suffix
+    raise AssertionError("the last unit has no limit")  # pragma: no cover

@@ -1,9 +1,10 @@
-"""The queues page: one row per queue with its figures, pause and limits; Pause and
-Resume as CSRF POSTs needing the manage permission."""
+"""The queues page: one row per queue with its figures, throughput, pause and limits;
+Pause and Resume as CSRF POSTs needing the manage permission."""
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,10 +15,12 @@ from django.urls import reverse
 
 from later_django import api
 from later_django.admin.units import NONE_TEXT
-from later_django.core.clock import now_ms
+from later_django.core.clock import MINUTE_MS, now_ms
+from later_django.engine import metrics
 from later_django.storage.stores import stores_for
-from later_django.storage.types import WorkerRow
+from later_django.storage.types import JobIndexMetricsBatch, TaskMinuteSample, WorkerRow
 from tests.engine import tasks
+from tests.engine.support import run_until_finished
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -120,6 +123,50 @@ def test_each_queue_shows_ready_running_oldest_age_pause_and_limits(
     assert html.count(">Pause</button>") == 2
 
 
+def start_of_a_minute(room_ms: int = 10_000) -> None:
+    """Waits for the next minute when fewer than ``room_ms`` are left of this one, so that
+    jobs run now and the page read after them fall in the same minute."""
+    left = MINUTE_MS - now_ms() % MINUTE_MS
+    if left < room_ms:
+        time.sleep(left / 1000 + 0.05)
+
+
+def test_each_queue_shows_the_attempts_done_in_the_minute_and_the_hour(
+    manager_client: Client, limited_db: str
+) -> None:
+    start_of_a_minute()
+    ids = [tasks.add.enqueue(n, 1).id for n in range(3)]
+    ids.append(tasks.add_on_emails.enqueue(1, 2).id)
+    ids.append(tasks.fail_once_without_retry.using(queue_name="emails").enqueue("no").id)
+    ids.append(tasks.cancel_itself.using(queue_name="emails").enqueue().id)  # not done
+    run_until_finished(ids, queues=["default", "emails"])
+    metrics.flush()
+    an_hour_ago = now_ms() - 59 * MINUTE_MS
+    stores_for(limited_db).metrics.record_batch(
+        "default",
+        JobIndexMetricsBatch(
+            task_minutes=[
+                TaskMinuteSample("t", "succeeded", "", an_hour_ago, 3, 1_500, 1, 1, "", "emails"),
+                TaskMinuteSample(
+                    "t", "succeeded", "", an_hour_ago - MINUTE_MS, 3, 900, 1, 1, "", "emails"
+                ),
+            ]
+        ),
+    )
+
+    html = manager_client.get(QUEUES_URL).content.decode()
+
+    assert "No per-queue throughput" not in html
+    assert '<th class="num">Done / min</th><th class="num">Done / h</th>' in html
+    default, emails = cells(html, "default"), cells(html, "emails")
+    assert (default["later-done-minute"], default["later-done-hour"]) == ("3", "3")
+    assert default["later-failing-hour"] == "0"
+    assert (emails["later-done-minute"], emails["later-done-hour"]) == ("2", "1.5k")
+    assert emails["later-failing-hour"] == "1"
+    reports = cells(html, "reports")  # configured, never ran a job
+    assert (reports["later-done-minute"], reports["later-done-hour"]) == ("0", "0")
+
+
 def test_pause_then_resume_from_the_page(manager_client: Client, limited_db: str) -> None:
     tasks.add_on_emails.enqueue(1, 2)
     response = manager_client.post(reverse("later_django:queue_pause"), {"queue": "emails"})
@@ -200,6 +247,26 @@ def test_queue_names_and_pausers_are_escaped(manager_client: Client, later_db: s
     html = manager_client.get(QUEUES_URL).content.decode()
     assert "<i>mallory</i>" not in html
     assert cells(html, "other")["later-paused-by"] == "&lt;i&gt;mallory&lt;/i&gt;"
+    # A queue listed only for its attempts of the hour has its name escaped too.
+    stores_for(later_db).metrics.record_batch(
+        "default",
+        JobIndexMetricsBatch(
+            task_minutes=[TaskMinuteSample("t", "succeeded", "", now_ms(), 3, 2, 1, 1, "", name)]
+        ),
+    )
+    html = manager_client.get(QUEUES_URL).content.decode()
+    assert name not in html
+    assert cells(html, "&lt;b&gt;bold&lt;/b&gt;")["later-done-hour"] == "2"
+    busy = "<i>busy</i>"
+    stores_for(later_db).metrics.record_batch(
+        "default",
+        JobIndexMetricsBatch(
+            task_minutes=[TaskMinuteSample("t", "failed", "E", now_ms(), 3, 4, 1, 1, "01A", busy)]
+        ),
+    )
+    html = manager_client.get(QUEUES_URL).content.decode()
+    assert busy not in html
+    assert cells(html, "&lt;i&gt;busy&lt;/i&gt;")["later-failing-hour"] == "4"
     # The hidden field carries the name back exactly: Resume resumes that queue.
     assert 'value="&lt;b&gt;bold&lt;/b&gt;"' in html
     manager_client.post(reverse("later_django:queue_resume"), {"queue": name})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from later_django.admin.units import NONE_TEXT, human_age, human_duration, human_rate
+from later_django.admin.units import NONE_TEXT, human_age, human_count, human_duration, human_rate
 
 DAY = 24 * 60 * 60 * 1000
 
@@ -48,3 +48,21 @@ def test_human_rate_names_count_and_window() -> None:
     assert human_rate(10, 3_600_000) == "10 / 1 h"
     assert human_rate(None, None) == NONE_TEXT
     assert human_rate(3, None) == NONE_TEXT
+
+
+@pytest.mark.parametrize(
+    ("count", "text"),
+    [
+        (0, "0"),
+        (999, "999"),
+        (1000, "1k"),
+        (1234, "1.2k"),
+        (34_567, "35k"),
+        (999_499, "999k"),
+        (999_960, "1M"),
+        (5_600_000, "5.6M"),
+        (1_234_567_890, "1235M"),
+    ],
+)
+def test_human_count_is_exact_below_a_thousand_then_in_k_and_m(count: int, text: str) -> None:
+    assert human_count(count) == text
