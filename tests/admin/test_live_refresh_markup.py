@@ -37,6 +37,9 @@ PAGES = {
     ("later_django:worker_list", ()): {"later-worker-page"},
     ("later_django:job_list", ("failed",)): {"later-job-list"},
     ("later_django:job_list", ("cancelled",)): {"later-job-list"},  # no job: still there
+    ("later_django:recurring_list", ()): {"later-recurring-page"},
+    ("later_django:task_list", ()): {"later-task-page"},
+    ("later_django:failure_list", ()): {"later-failure-page"},
 }
 #: Elements without an end tag: never open, so never on the stack of open elements.
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
@@ -147,3 +150,19 @@ def test_the_job_list_region_holds_the_bulk_form_so_its_page_ids_follow_the_rows
     assert forms == ["later-bulk"]
     assert set(seeded.queued) <= page_ids
     assert len(boxes) == len(page_ids)
+
+
+def test_a_job_page_refresh_shows_its_new_stage_after_a_retry(
+    viewer_client: Client, later_db: str
+) -> None:
+    """The issue's complaint: after Retry the job page said "failed" until reloaded."""
+    from later_django.engine import job_actions
+
+    failed = seed_jobs().failed
+    url = reverse("later_django:job_detail", args=[failed])
+    page = markup(viewer_client, url)
+    assert set(page.regions) == {"later-job-page"} and page.ids["later-job-page"] == 1
+    job_actions.retry_failed(later_db, "default", failed)
+    refreshed = viewer_client.get(url, **REFRESH).content.decode()
+    region = refreshed.split('id="later-job-page"', 1)[1].split("<h3>Actions</h3>", 1)[0]
+    assert "<tr><th>Stage</th><td>enqueued</td></tr>" in region
