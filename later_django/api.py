@@ -202,19 +202,23 @@ def remove_recurring(id: str) -> bool:
     )
 
 
+def _set_recurring_enabled(id: str, enabled: bool) -> bool:
+    settings = later_settings()
+    return recurring.set_enabled(
+        stores=stores_for(settings.database),
+        namespace=settings.namespace,
+        recurring_id=id,
+        enabled=enabled,
+    )
+
+
 def disable_recurring(id: str) -> bool:
     """Stops the recurring job ``id`` from enqueueing occurrences until
     :func:`enable_recurring`; ``True`` if it was enabled. Occurrences already enqueued
     are not touched. The state outlives worker restarts, also for a definition from
     ``LATER["RECURRING"]`` (the settings sync keeps it). ``LookupError`` when there is
     no such recurring job. Joins the caller's ``atomic()``."""
-    settings = later_settings()
-    return recurring.set_enabled(
-        stores=stores_for(settings.database),
-        namespace=settings.namespace,
-        recurring_id=id,
-        enabled=False,
-    )
+    return _set_recurring_enabled(id, False)
 
 
 def enable_recurring(id: str) -> bool:
@@ -222,13 +226,7 @@ def enable_recurring(id: str) -> bool:
     next run is the first tick from now: ticks missed while it was disabled are skipped,
     not caught up. ``LookupError`` when there is no such recurring job. Joins the
     caller's ``atomic()``."""
-    settings = later_settings()
-    return recurring.set_enabled(
-        stores=stores_for(settings.database),
-        namespace=settings.namespace,
-        recurring_id=id,
-        enabled=True,
-    )
+    return _set_recurring_enabled(id, True)
 
 
 def run_recurring_now(id: str) -> str:

@@ -98,6 +98,26 @@ def _page(request: HttpRequest, template: str, title: str, **extra: Any) -> Temp
     return TemplateResponse(request, template, context)
 
 
+def _confirmation_page(
+    request: HttpRequest, template: str, title: str, **extra: Any
+) -> TemplateResponse:
+    """The confirmation page of a destructive or bulk action: its form posts
+    ``confirm=yes``. Shown for a GET, and for a POST without that field with status
+    400 ("nothing was done"), so a one-click form or a forged POST changes nothing."""
+    response = _page(
+        request,
+        template,
+        title,
+        unconfirmed=request.method == "POST",
+        confirm_field=CONFIRM_FIELD,
+        confirm_value=CONFIRM_VALUE,
+        **extra,
+    )
+    if request.method == "POST":
+        response.status_code = UNCONFIRMED_STATUS
+    return response
+
+
 def dashboard(request: HttpRequest) -> TemplateResponse:
     """Every panel on one page (the same panels as the admin-tools modules)."""
     return _page(
@@ -200,7 +220,7 @@ def job_bulk(request: HttpRequest, stage: str) -> HttpResponse:
         return _run_bulk(request, wanted, using, namespace, list_url)
     fixed = wanted.fixed_at(now_ms())
     preview = fixed.run(using, namespace, now_ms(), dry_run=True)
-    response = _page(
+    return _confirmation_page(
         request,
         "later_django/job_bulk.html",
         f"{wanted.action.label} {stage} jobs",
@@ -211,13 +231,7 @@ def job_bulk(request: HttpRequest, stage: str) -> HttpResponse:
         rows_per_request_text=f"{bulk.ROWS_PER_REQUEST:,}",
         batch_size=bulk.BATCH_SIZE,
         list_url=list_url,
-        unconfirmed=request.method == "POST",
-        confirm_field=CONFIRM_FIELD,
-        confirm_value=CONFIRM_VALUE,
     )
-    if request.method == "POST":
-        response.status_code = UNCONFIRMED_STATUS
-    return response
 
 
 def _run_bulk(
@@ -373,19 +387,13 @@ def delete_job(request: HttpRequest, job_id: str) -> HttpResponse:
     detail = read_job(using, namespace, job_id)
     if detail is None:
         raise Http404(f"job {job_id} does not exist (deleted, or its record expired)")
-    response = _page(
+    return _confirmation_page(
         request,
         "later_django/job_delete.html",
         f"Delete job {job_id}",
         job=detail,
         live_stages=stages.LIVE_STAGES,
-        unconfirmed=request.method == "POST",
-        confirm_field=CONFIRM_FIELD,
-        confirm_value=CONFIRM_VALUE,
     )
-    if request.method == "POST":
-        response.status_code = UNCONFIRMED_STATUS
-    return response
 
 
 # --- queues and workers ---
