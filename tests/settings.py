@@ -59,6 +59,9 @@ TEMPLATES = [
 ]
 
 STATIC_URL = "/static/"
+# The default hasher (PBKDF2, a million rounds) takes about 0.3 s per password: every
+# dashboard test makes one to three users. No test is about password strength.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 ADMIN_TOOLS_INDEX_DASHBOARD = "later_django.admin.dashboard.LaterIndexDashboard"
 
 SQLITE_DIRECTORY_IS_TEMPORARY = not os.environ.get("LATER_TEST_SQLITE_DIR")
