@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,58 +78,47 @@ class MetricsAccumulator:
             self._add_attempts(
                 namespace,
                 using,
-                [
-                    TaskMinuteSample(
-                        task_path,
-                        outcome,
-                        error_class,
-                        at_ms,
-                        bucket_of(duration_ms),
+                (
+                    (
+                        (
+                            task_path,
+                            queue_name,
+                            outcome,
+                            error_class,
+                            minute_bucket(at_ms),
+                            bucket_of(duration_ms),
+                        ),
                         1,
                         duration_ms or 0,
                         duration_ms or 0,
                         job_id,
-                        queue_name,
                     )
-                    for (
-                        task_path,
-                        outcome,
-                        error_class,
-                        duration_ms,
-                        job_id,
-                        at_ms,
-                        queue_name,
-                    ) in (batch.attempts)
-                ],
+                    for task_path, outcome, error_class, duration_ms, job_id, at_ms, queue_name in (
+                        batch.attempts
+                    )
+                ),
             )
 
-    def _add_attempts(self, namespace: str, using: str, samples: list[TaskMinuteSample]) -> None:
-        """Adds attempt sums; sums and maxima stay fractions of a millisecond here (the
-        store rounds them when it writes), so sub-millisecond attempts add up."""
+    def _add_attempts(
+        self,
+        namespace: str,
+        using: str,
+        sums: Iterable[tuple[_AttemptKey, int, float, float, str]],
+    ) -> None:
+        """Adds ``(key, count, sum_ms, max_ms, sample_job_id)`` sums; sums and maxima stay
+        fractions of a millisecond here (the store rounds them when it writes), so
+        sub-millisecond attempts add up."""
         with self._lock:
             rows = self._attempts[(namespace, using)]
-            for sample in samples:
-                key = (
-                    sample.task_path,
-                    sample.queue_name,
-                    sample.outcome,
-                    sample.error_class,
-                    minute_bucket(sample.at_ms),
-                    sample.duration_bucket,
-                )
+            for key, count, total, longest, job_id in sums:
                 entry = rows.get(key)
                 if entry is None:
-                    rows[key] = [
-                        sample.attempts,
-                        sample.sum_ms,
-                        sample.max_ms,
-                        sample.sample_job_id,
-                    ]
+                    rows[key] = [count, total, longest, job_id]
                 else:
-                    entry[0] += sample.attempts
-                    entry[1] += sample.sum_ms
-                    entry[2] = max(entry[2], sample.max_ms)
-                    entry[3] = max(entry[3], sample.sample_job_id)
+                    entry[0] += count
+                    entry[1] += total
+                    entry[2] = max(entry[2], longest)
+                    entry[3] = max(entry[3], job_id)
 
     def _add_sums(
         self,
@@ -194,7 +184,27 @@ class MetricsAccumulator:
         """Puts back batches that could not be written (the database was away)."""
         for (namespace, using), batch in batches.items():
             self._add_sums(namespace, using, batch.transitions, batch.waits)
-            self._add_attempts(namespace, using, batch.task_minutes)
+            self._add_attempts(
+                namespace,
+                using,
+                (
+                    (
+                        (
+                            row.task_path,
+                            row.queue_name,
+                            row.outcome,
+                            row.error_class,
+                            minute_bucket(row.at_ms),
+                            row.duration_bucket,
+                        ),
+                        row.attempts,
+                        row.sum_ms,
+                        row.max_ms,
+                        row.sample_job_id,
+                    )
+                    for row in batch.task_minutes
+                ),
+            )
 
     def seconds_since_flush(self) -> float:
         return time.monotonic() - self._last_flush
