@@ -33,7 +33,7 @@ from later_django.admin.task_figures import (
     read_task_figures,
 )
 from later_django.admin.units import NONE_TEXT, human_duration, when
-from later_django.admin.views import _page
+from later_django.admin.views import render_page
 from later_django.core import clock, stages
 from later_django.core.attempts import ATTEMPT_OUTCOMES
 from later_django.core.clock import MINUTE_MS
@@ -144,7 +144,7 @@ def task_list(request: HttpRequest) -> TemplateResponse:
     rows = [
         task_row(figures, range_name) for figures in read_task_figures(using, namespace, window)
     ]
-    return _page(
+    return render_page(
         request,
         "later_django/task_list.html",
         "Tasks",
@@ -166,7 +166,7 @@ def task_detail(request: HttpRequest, task_path: str) -> TemplateResponse:
     found = read_task_figures(using, namespace, window, task_path)
     svg = attempts_chart(using, namespace, task_path, window)
     failures = read_failures(using, namespace, window, task_path)
-    return _page(
+    return render_page(
         request,
         "later_django/task_detail.html",
         f"Task {task_path}",
@@ -189,7 +189,7 @@ def failure_list(request: HttpRequest) -> TemplateResponse:
     range_name = _range(request, FAILURE_RANGES)
     window = chart_window(range_name, clock.now_ms())
     failures = read_failures(using, namespace, window)
-    return _page(
+    return render_page(
         request,
         "later_django/failure_list.html",
         "Failures",

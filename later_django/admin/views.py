@@ -87,7 +87,9 @@ def answering_missing_tables(view: Callable[..., HttpResponse]) -> Callable[...,
     return wrapped
 
 
-def _page(request: HttpRequest, template: str, title: str, **extra: Any) -> TemplateResponse:
+def render_page(request: HttpRequest, template: str, title: str, **extra: Any) -> TemplateResponse:
+    """A dashboard page: the admin's context, the stages, whether the user may manage
+    jobs, and ``extra``."""
     context = {
         **admin.site.each_context(request),
         "title": title,
@@ -104,7 +106,7 @@ def _confirmation_page(
     """The confirmation page of a destructive or bulk action: its form posts
     ``confirm=yes``. Shown for a GET, and for a POST without that field with status
     400 ("nothing was done"), so a one-click form or a forged POST changes nothing."""
-    response = _page(
+    response = render_page(
         request,
         template,
         title,
@@ -120,7 +122,7 @@ def _confirmation_page(
 
 def dashboard(request: HttpRequest) -> TemplateResponse:
     """Every panel on one page (the same panels as the admin-tools modules)."""
-    return _page(
+    return render_page(
         request,
         "later_django/dashboard.html",
         "Later jobs",
@@ -164,7 +166,7 @@ def job_list(request: HttpRequest, stage: str) -> HttpResponse:
     try:
         selection = list_filter.selection(stage, now_ms())
     except FilterError as error:
-        response = _page(
+        response = render_page(
             request, LIST_TEMPLATE, f"Jobs: {stage}", filter_error=str(error), **context
         )
         response.status_code = BAD_FILTER_STATUS
@@ -174,7 +176,7 @@ def job_list(request: HttpRequest, stage: str) -> HttpResponse:
     except ValueError as error:
         raise Http404(str(error)) from None
     total = None if not list_filter.is_empty() else stage_total(using, namespace, stage)
-    return _page(request, LIST_TEMPLATE, f"Jobs: {stage}", page=page, total=total, **context)
+    return render_page(request, LIST_TEMPLATE, f"Jobs: {stage}", page=page, total=total, **context)
 
 
 def _search(request: HttpRequest, stage: str, text: str) -> HttpResponse:
@@ -270,7 +272,7 @@ def partition_list(request: HttpRequest, topic: str, partition_id: int) -> Templ
         page = partition_page(using, namespace, topic, partition_id, cursor)
     except ValueError as error:
         raise Http404(str(error)) from None
-    return _page(
+    return render_page(
         request,
         "later_django/partition_list.html",
         f"Partition {partition_id} of {topic}",
@@ -292,7 +294,7 @@ def job_detail(request: HttpRequest, job_id: str) -> TemplateResponse:
     if detail.tree is not None:
         # tree_svg escapes every text it writes.
         tree = mark_safe(tree_svg(detail.tree, _detail_url))
-    return _page(
+    return render_page(
         request,
         "later_django/job_detail.html",
         f"Job {job_id}",
@@ -356,7 +358,7 @@ def cancel_job(request: HttpRequest, job_id: str) -> HttpResponse:
     detail = read_job(using, namespace, job_id)
     if detail is None:
         raise Http404(f"job {job_id} does not exist (deleted, or its record expired)")
-    return _page(request, "later_django/job_cancel.html", f"Cancel job {job_id}", job=detail)
+    return render_page(request, "later_django/job_cancel.html", f"Cancel job {job_id}", job=detail)
 
 
 def _detail_url(job_id: str) -> str:
@@ -408,7 +410,7 @@ def queue_list(request: HttpRequest) -> TemplateResponse:
     ``later_queue_depth`` counters, the paused keys of ``later_storage`` (at most
     1,000), and per queue holding ready messages one walk of the queue's index that
     stops at its first ready message."""
-    return _page(
+    return render_page(
         request, "later_django/queue_list.html", "Queues", later_page="queues", queues=queue_page()
     )
 
@@ -420,7 +422,7 @@ def worker_list(request: HttpRequest) -> TemplateResponse:
     (``later_job_execution``, one row per running job) at most
     :data:`~later_django.admin.workers.RUNNING_SHOWN` over all workers, and those jobs'
     records read by key in one statement (:mod:`later_django.admin.workers`)."""
-    return _page(
+    return render_page(
         request,
         "later_django/worker_list.html",
         "Workers",
@@ -471,7 +473,7 @@ def recurring_list(request: HttpRequest) -> TemplateResponse:
     Enable/Disable and Run now. Bounded by the definitions (at most
     :data:`~later_django.admin.recurring.SHOWN`) and one read of their last runs'
     records by key (:mod:`later_django.admin.recurring`)."""
-    return _page(
+    return render_page(
         request,
         "later_django/recurring_list.html",
         "Recurring jobs",
