@@ -18,6 +18,9 @@ Then the bare baseline, ``bench.py``'s: a loop of ``INSERT`` + ``COMMIT`` of one
 
     .venv/bin/python bench/enqueue_path.py --db postgres
     .venv/bin/python bench/enqueue_path.py --db sqlite --rounds 5
+    .venv/bin/python bench/enqueue_path.py --db sqlite --ways many,many_ids
+
+``--ways`` runs only the ways named (comma-separated; default: all four).
 
 PostgreSQL: ``--postgres-url`` (default ``postgres://root@127.0.0.1:5432/bench_enqueue_path``;
 that database is dropped and created, and dropped at the end). SQLite: a temporary file.
@@ -96,12 +99,14 @@ def _ways() -> dict[str, tuple[Callable[[int], None], int]]:
     }
 
 
-def measure(db: str, rounds: int) -> list[dict[str, Any]]:
+def measure(db: str, rounds: int, ways: list[str] | None = None) -> list[dict[str, Any]]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     lines = []
     for name, (way, jobs) in _ways().items():
+        if ways is not None and name not in ways:
+            continue
         way(min(jobs, 200))  # warm: connection, statements, caches
         walls, cpus, servers = [], [], []
         for _ in range(rounds):
@@ -154,7 +159,15 @@ def main() -> None:
     parser.add_argument(
         "--postgres-url", default="postgres://root@127.0.0.1:5432/bench_enqueue_path"
     )
+    parser.add_argument(
+        "--ways",
+        help="comma-separated ways to run (own, in_tx, many, many_ids; default: all)",
+    )
     options = parser.parse_args()
+    ways = options.ways.split(",") if options.ways else None
+    unknown = sorted(set(ways or ()) - set(PROFILED_JOBS))
+    if unknown:
+        parser.error(f"unknown ways {unknown}; choose from {sorted(PROFILED_JOBS)}")
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.bench_project.settings"
     os.environ["BENCH_SYSTEM"] = "later_django"
     directory = tempfile.mkdtemp(prefix="later-enqueue-path-")
@@ -179,7 +192,7 @@ def main() -> None:
         from django.db import connection
 
         call_command("migrate", verbosity=0)
-        for line in measure(options.db, options.rounds):
+        for line in measure(options.db, options.rounds, ways):
             print(json.dumps(line), flush=True)
         print(json.dumps(bare_insert_commit(options.db, options.rounds)))
         from later_django.engine import metrics
