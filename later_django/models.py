@@ -13,7 +13,8 @@ Conventions, as in Later's data model:
   ``date_expire``, ``lease_until``, ``available_at`` ...), so comparisons and
   arithmetic in SQL are plain integer operations on both databases;
 * ``date_expire`` makes a row invisible once it is in the past; the sweep
-  deletes it later;
+  deletes it later (a finished job's record uses ``date_expire_unindexed``
+  instead, swept with its index row);
 * triggers, partial and covering indexes are created by ``RunSQL`` per vendor
   (migrations ``0002``, ``0005``), not declared here.
 
@@ -62,6 +63,10 @@ class StorageValue(LaterModel):
     date_created = models.BigIntegerField()
     date_updated = models.BigIntegerField(null=True)
     date_expire = models.BigIntegerField(null=True)
+    #: The expiry of a finished job's record. No index holds it, so the record's
+    #: finishing update stays HOT on PostgreSQL; the job's index row carries the same
+    #: expiry, and the sweep deletes the record with that row (migration 0013).
+    date_expire_unindexed = models.BigIntegerField(null=True)
 
     class Meta:
         db_table = "later_storage"

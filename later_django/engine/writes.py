@@ -146,8 +146,11 @@ class JobWrites:
         metrics and callbacks stay."""
         written = [record for record, _ in self.records.values()]
         batch = self.table
+        # A record written with an expiry is a finished job's: its index row carries
+        # the same expiry, so the record's is kept where no index holds it (the
+        # finishing update stays HOT) and the job index's sweep deletes both.
         batch.operations[:0] = [
-            Set(key, encode_record(record), ttl)
+            Set(key, encode_record(record), ttl, swept_with_job_index=ttl is not None)
             for key, (record, ttl) in sorted(self.records.items())
         ]
         self.records, self.table = {}, self._new_table()

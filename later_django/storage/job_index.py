@@ -24,6 +24,7 @@ from typing import Any
 
 from later_django.core import clock
 from later_django.core.clock import minute_bucket
+from later_django.core.keys import job_key_prefix
 from later_django.core.stages import ENQUEUED
 from later_django.storage.driver import Driver, as_bytes
 from later_django.storage.queries.index import QUEUE_DEPTH_LABEL, IndexQueries
@@ -357,15 +358,22 @@ class JobIndexStore:
     # --- sweep ---
 
     def job_index_sweep_expired(self, namespace: str, now_ms: int, limit: int) -> int:
-        """Deletes up to ``limit`` index rows of the namespace expired at ``now_ms``
-        (one bounded statement), and the metric buckets more than
-        ``METRIC_RETENTION_MINUTES`` before it; returns the index rows removed."""
+        """Deletes up to ``limit`` index rows of the namespace expired at ``now_ms`` with
+        their jobs' records (whose expiry is ``date_expire_unindexed``, the same time:
+        see migration 0013), in one transaction of two bounded statements, and the
+        metric buckets more than ``METRIC_RETENTION_MINUTES`` before it; returns the
+        index rows removed."""
         q, driver = self._q, self._driver
         removed = 0
         if limit > 0:
-            removed = driver.execute(
-                q.sweep_index, {"namespace": namespace, "now": now_ms, "limit": limit}
-            )
+            params = {"namespace": namespace, "now": now_ms, "limit": limit}
+            with driver.atomic():
+                job_ids = [job_id for (job_id,) in driver.fetch_all(q.sweep_index, params)]
+                if job_ids:
+                    prefix = job_key_prefix(namespace)
+                    keys = driver.list_param([prefix + job_id for job_id in job_ids])
+                    driver.execute(q.sweep_records, {"keys": keys})
+            removed = len(job_ids)
         before_bucket = minute_bucket(now_ms) - METRIC_RETENTION_MINUTES
         stale = {"namespace": namespace, "before_bucket": before_bucket}
         driver.execute(q.sweep_transitions, stale)

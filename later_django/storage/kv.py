@@ -89,10 +89,20 @@ def expire_at_ms(now: int, ttl_seconds: float | None) -> int | None:
 def set_rows(sets: Sequence[Set], now: int) -> list[dict[str, Any]]:
     """The rows of ``KvQueries.set_many`` for ``sets`` (distinct keys), in key order
     (the lock order of concurrent batches)."""
-    return [
-        {"key": op.key, "value": op.value, "date_expire": expire_at_ms(now, op.ttl_seconds)}
-        for op in sorted(sets, key=lambda operation: operation.key)
-    ]
+    rows = []
+    for op in sorted(sets, key=lambda operation: operation.key):
+        expire = expire_at_ms(now, op.ttl_seconds)
+        rows.append(
+            {"key": op.key, "value": op.value, "date_expire": None, "date_expire_unindexed": expire}
+            if op.swept_with_job_index
+            else {
+                "key": op.key,
+                "value": op.value,
+                "date_expire": expire,
+                "date_expire_unindexed": None,
+            }
+        )
+    return rows
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,17 @@ QUEUE_SAMPLE_RETENTION_MINUTES = 7 * 24 * 60
 
 @dataclass(frozen=True)
 class Set:
-    """Sets ``key`` to ``value``; expires after ``ttl_seconds`` when given, else never."""
+    """Sets ``key`` to ``value``; expires after ``ttl_seconds`` when given, else never.
+
+    ``swept_with_job_index``: the expiry goes to ``date_expire_unindexed`` (a finished
+    job's record, whose index row carries the same expiry; the job index's sweep
+    deletes both), so the write changes no indexed column. Reads treat both expiries
+    alike."""
 
     key: str
     value: bytes
     ttl_seconds: float | None = None
+    swept_with_job_index: bool = False
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,15 @@ RETENTION = {"success": 60, "failed": 120}
 
 
 def expiry_of(alias: str, job_id: str) -> tuple[int | None, int | None]:
-    """``date_expire`` of the job's record and of its index row."""
+    """The expiry of the job's record (``date_expire_unindexed``: a finished record's
+    ``date_expire``, the indexed one, stays empty) and of its index row."""
     with connections[alias].cursor() as cursor:
         cursor.execute(
-            "SELECT date_expire FROM later_storage WHERE key = %s", [job_key(NAMESPACE, job_id)]
+            "SELECT date_expire, date_expire_unindexed FROM later_storage WHERE key = %s",
+            [job_key(NAMESPACE, job_id)],
         )
-        record = cursor.fetchone()[0]
+        indexed, record = cursor.fetchone()
+        assert indexed is None
         cursor.execute(
             "SELECT date_expire FROM later_jobs_index WHERE namespace = %s AND job_id = %s",
             [NAMESPACE, job_id],
@@ -55,7 +58,7 @@ def test_finished_jobs_expire_by_the_retention_of_their_outcome(db_alias: str) -
         # Once expired, the job reads as gone (the sweep deletes the rows later).
         with connections[db_alias].cursor() as cursor:
             cursor.execute(
-                "UPDATE later_storage SET date_expire = %s WHERE key = %s",
+                "UPDATE later_storage SET date_expire_unindexed = %s WHERE key = %s",
                 [now_ms() - 1, job_key(NAMESPACE, succeeded.id)],
             )
         with pytest.raises(TaskResultDoesNotExist):

@@ -143,6 +143,49 @@ def test_sweep_deletes_attempt_rows_past_the_metric_retention_in_bounded_batches
     assert left == [(minute_bucket(now),)]
 
 
+def test_sweep_deletes_a_finished_job_with_its_record_once_its_retention_passed(
+    alias: str,
+) -> None:
+    """A finished record keeps its expiry in ``date_expire_unindexed`` (migration 0013):
+    the sweep finds it through the job's index row and deletes both; a job that is
+    still retained, and a record written live again, are kept."""
+    from later_django.core.keys import job_key
+    from tests.engine.support import run_until_finished
+
+    expired, kept, retried = (tasks.add.enqueue(n, 1) for n in range(3))
+    run_until_finished([expired.id, kept.id, retried.id])
+    past = now_ms() - 1_000
+    execute(
+        alias,
+        "UPDATE later_jobs_index SET date_expire = %s WHERE job_id IN (%s, %s)",
+        [past, expired.id, retried.id],
+    )
+    execute(
+        alias,
+        "UPDATE later_storage SET date_expire_unindexed = %s WHERE key = %s",
+        [past, job_key(NAMESPACE, expired.id)],
+    )
+    # The record of ``retried`` was written live again (no expiry) after its index
+    # row was read as expired: the sweep takes the index row and leaves the record.
+    execute(
+        alias,
+        "UPDATE later_storage SET date_expire_unindexed = NULL WHERE key = %s",
+        [job_key(NAMESPACE, retried.id)],
+    )
+
+    assert sweep.sweep(context(alias)) == 2
+
+    records = {
+        key
+        for (key,) in fetch(alias, "SELECT key FROM later_storage WHERE key LIKE %s", ["%-job-%"])
+    }
+    assert job_key(NAMESPACE, expired.id) not in records
+    assert {job_key(NAMESPACE, kept.id), job_key(NAMESPACE, retried.id)} <= records
+    index = {job_id for (job_id,) in fetch(alias, "SELECT job_id FROM later_jobs_index")}
+    assert index == {kept.id}
+    assert tasks.add.get_result(kept.id).status == TaskResultStatus.SUCCESSFUL
+
+
 # --- promote ---
 
 

@@ -153,6 +153,65 @@ def test_expired_value_reads_as_absent_in_get_and_get_many(db_alias: str) -> Non
     assert store.get_many(["old", "live"]) == {"live": b"2"}
 
 
+def unindexed_expiry(db_alias: str, key: str) -> tuple[int | None, int | None]:
+    """``(date_expire, date_expire_unindexed)`` of ``key`` as stored."""
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT date_expire, date_expire_unindexed FROM later_storage WHERE key = %s", [key]
+        )
+        return cursor.fetchone()
+
+
+def test_a_set_swept_with_the_job_index_keeps_its_expiry_unindexed_and_reads_absent_after_it(
+    db_alias: str,
+) -> None:
+    store = stores_for(db_alias).kv
+    before = now_ms()
+    store.apply([Set("rec", b"v", 30, swept_with_job_index=True), Set("plain", b"p", 30)])
+    indexed, unindexed = unindexed_expiry(db_alias, "rec")
+    assert indexed is None and before + 30_000 <= unindexed <= now_ms() + 30_000
+    assert unindexed_expiry(db_alias, "plain")[1] is None
+    assert store.get("rec") == b"v"
+
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(
+            "UPDATE later_storage SET date_expire_unindexed = %s WHERE key = 'rec'",
+            [now_ms() - 1],
+        )
+    assert store.get("rec") is None
+    assert store.get_many(["rec", "plain"]) == {"plain": b"p"}
+    # An expired row counts as absent for the conditional writes too.
+    assert store.set_if_absent("rec", b"new")
+    assert store.get("rec") == b"new"
+    assert unindexed_expiry(db_alias, "rec") == (None, None)
+
+
+def test_a_set_swept_with_the_job_index_is_a_hot_update_on_postgres(postgres_alias: str) -> None:
+    """The finish of a job rewrites its record with an expiry: with the expiry in the
+    unindexed column no index of ``later_storage`` changes, so PostgreSQL updates the
+    row in place (HOT) and leaves nothing for VACUUM; in ``date_expire`` (held by the
+    sweep's partial index) it could not. Counted in the transaction's own statistics."""
+    store = stores_for(postgres_alias).kv
+    hot = "SELECT pg_stat_get_xact_tuples_hot_updated('later_storage'::regclass)"
+    updated = "SELECT pg_stat_get_xact_tuples_updated('later_storage'::regclass)"
+
+    def counts(cursor) -> tuple[int, int]:
+        cursor.execute(updated)
+        (upd,) = cursor.fetchone()
+        cursor.execute(hot)
+        return upd, cursor.fetchone()[0]
+
+    with transaction.atomic(using=postgres_alias), connections[postgres_alias].cursor() as cursor:
+        store.apply([Set("finishing", b"running"), Set("plain", b"running")])
+        start = counts(cursor)
+        store.apply([Set("finishing", b"success", 60, swept_with_job_index=True)])
+        after_unindexed = counts(cursor)
+        store.apply([Set("plain", b"success", 60)])
+        after_indexed = counts(cursor)
+    assert after_unindexed == (start[0] + 1, start[1] + 1), "the unindexed expiry: HOT"
+    assert after_indexed == (after_unindexed[0] + 1, after_unindexed[1]), "date_expire: not HOT"
+
+
 def test_get_many_returns_present_keys_and_leaves_out_absent_ones(db_alias: str) -> None:
     store = stores_for(db_alias).kv
     store.apply([Set("a", b"1"), Set("b", b"2"), Set("c", b"3")])

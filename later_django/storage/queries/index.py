@@ -240,7 +240,14 @@ class IndexQueries:
     #: before the sequence ``before``), read through the queue's primary key.
     list_queued_first: str
     list_queued_before: str
+    #: Deletes up to ``limit`` expired index rows of the namespace -> their job ids.
     sweep_index: str
+    #: (keys): deletes the records among ``keys`` that hold a ``date_expire_unindexed``
+    #: (a record written live again since, e.g. retried, holds none). Not compared
+    #: with ``now``: the record's expiry is computed from the storage layer's own
+    #: clock reading in the same transaction as its index row's, so it may lie a few
+    #: milliseconds later, and the index row that finds it is gone after this sweep.
+    sweep_records: str
     #: Rows of (stage, minute_bucket, count), shared ``namespace``.
     record_transitions: RowsStatement
     #: Rows of (mode, minute_bucket, count, sum_ms, max_ms), shared ``namespace``.

@@ -1,17 +1,27 @@
 """Statements of ``later_storage`` (one row per key) and ``later_storage_range``.
 
-A row is live while ``date_expire`` is NULL or later than ``now``: every read
-filters with :data:`LIVE`, so an expired row reads as absent long before the
-sweep deletes it.
+A row is live while its expiry is NULL or later than ``now``: every read filters
+with :data:`LIVE` (``later_storage``) or :data:`LIVE_MEMBER`
+(``later_storage_range``), so an expired row reads as absent long before the sweep
+deletes it. A ``later_storage`` row has two expiry columns and at most one is set:
+``date_expire`` (held by the sweep's partial index) and ``date_expire_unindexed``
+(a finished job's record: no index holds it, so writing it keeps the update HOT;
+the job's index row carries the same expiry and its sweep deletes the record).
 """
 
 from __future__ import annotations
 
 from later_django.storage.driver import RowsStatement
 
-LIVE = "(date_expire IS NULL OR date_expire > %(now)s)"
+LIVE_MEMBER = "(date_expire IS NULL OR date_expire > %(now)s)"
+LIVE = (
+    "((date_expire IS NULL OR date_expire > %(now)s) AND "
+    "(date_expire_unindexed IS NULL OR date_expire_unindexed > %(now)s))"
+)
 _EXISTING_EXPIRED = (
-    "(later_storage.date_expire IS NOT NULL AND later_storage.date_expire <= %(now)s)"
+    "((later_storage.date_expire IS NOT NULL AND later_storage.date_expire <= %(now)s) OR "
+    "(later_storage.date_expire_unindexed IS NOT NULL "
+    "AND later_storage.date_expire_unindexed <= %(now)s))"
 )
 
 #: The largest BIGINT: the exclusive start of a newest-first walk.
@@ -23,11 +33,13 @@ OLDEST_FIRST_START = 0
 # each key once (ON CONFLICT may not touch a row twice in one statement).
 SET_INTO = (
     "INSERT INTO later_storage "
-    "(key, value, counter_value, date_created, date_updated, date_expire) "
+    "(key, value, counter_value, date_created, date_updated, date_expire, "
+    "date_expire_unindexed) "
 )
 SET_CONFLICT = (
     " ON CONFLICT (key) DO UPDATE SET value = excluded.value, counter_value = NULL,"
-    " date_updated = excluded.date_created, date_expire = excluded.date_expire"
+    " date_updated = excluded.date_created, date_expire = excluded.date_expire,"
+    " date_expire_unindexed = excluded.date_expire_unindexed"
 )
 
 
@@ -37,7 +49,8 @@ class KvQueries:
     get = "SELECT value FROM later_storage WHERE key = %(key)s AND " + LIVE
     # Only a live row takes the new expiry.
     expire = (
-        "UPDATE later_storage SET date_expire = %(date_expire)s WHERE key = %(key)s AND " + LIVE
+        "UPDATE later_storage SET date_expire = %(date_expire)s, date_expire_unindexed = NULL "
+        "WHERE key = %(key)s AND " + LIVE
     )
     # An expired row counts as absent: the counter starts again from ``by``
     # and the stale value and expiry go.
@@ -51,6 +64,8 @@ class KvQueries:
         "value = CASE WHEN " + _EXISTING_EXPIRED + " THEN NULL ELSE later_storage.value END, "
         "date_expire = CASE WHEN " + _EXISTING_EXPIRED + " THEN NULL "
         "ELSE later_storage.date_expire END, "
+        "date_expire_unindexed = CASE WHEN " + _EXISTING_EXPIRED + " THEN NULL "
+        "ELSE later_storage.date_expire_unindexed END, "
         "date_updated = excluded.date_created"
     )
     # One statement, so of concurrent callers exactly one sees a row come back
@@ -60,7 +75,7 @@ class KvQueries:
     # lock the row replaces it; the others re-check it as committed and find no match.
     replace_if = (
         "UPDATE later_storage SET value = %(value)s, counter_value = NULL, "
-        "date_updated = %(now)s, date_expire = %(date_expire)s "
+        "date_updated = %(now)s, date_expire = %(date_expire)s, date_expire_unindexed = NULL "
         "WHERE key = %(key)s AND value = %(expected)s AND " + LIVE + " RETURNING 1"
     )
     set_if_absent = (
@@ -68,7 +83,8 @@ class KvQueries:
         "(key, value, counter_value, date_created, date_updated, date_expire) "
         "VALUES (%(key)s, %(value)s, NULL, %(now)s, NULL, %(date_expire)s) "
         "ON CONFLICT (key) DO UPDATE SET value = excluded.value, counter_value = NULL, "
-        "date_updated = excluded.date_created, date_expire = excluded.date_expire "
+        "date_updated = excluded.date_created, date_expire = excluded.date_expire, "
+        "date_expire_unindexed = NULL "
         "WHERE " + _EXISTING_EXPIRED + " "
         "RETURNING 1"
     )
@@ -95,20 +111,22 @@ class KvQueries:
     # Only live members take the new expiry.
     range_expire = (
         "UPDATE later_storage_range SET date_expire = %(date_expire)s "
-        "WHERE range_key = %(key)s AND " + LIVE
+        "WHERE range_key = %(key)s AND " + LIVE_MEMBER
     )
     # Both walk later_storage_range_key_idx from the exclusive cursor.
     range_page_oldest_first = (
         "SELECT sequence, value FROM later_storage_range "
-        "WHERE range_key = %(key)s AND sequence > %(cursor)s AND " + LIVE + " "
+        "WHERE range_key = %(key)s AND sequence > %(cursor)s AND " + LIVE_MEMBER + " "
         "ORDER BY sequence ASC LIMIT %(limit)s"
     )
     range_page_newest_first = (
         "SELECT sequence, value FROM later_storage_range "
-        "WHERE range_key = %(key)s AND sequence < %(cursor)s AND " + LIVE + " "
+        "WHERE range_key = %(key)s AND sequence < %(cursor)s AND " + LIVE_MEMBER + " "
         "ORDER BY sequence DESC LIMIT %(limit)s"
     )
-    range_count = "SELECT COUNT(*) FROM later_storage_range WHERE range_key = %(key)s AND " + LIVE
+    range_count = (
+        "SELECT COUNT(*) FROM later_storage_range WHERE range_key = %(key)s AND " + LIVE_MEMBER
+    )
     # A walk of the primary key between two bounds, so its cost follows the
     # rows it returns, however many keys lie beyond.
     key_scan = (
@@ -124,5 +142,6 @@ class KvQueries:
     delete_many: str
     range_clear_many: str
     range_members_many: str
-    #: Rows of (key, value, date_expire), shared ``now``; keys distinct, in key order.
+    #: Rows of (key, value, date_expire, date_expire_unindexed), shared ``now``; keys
+    #: distinct, in key order.
     set_many: RowsStatement

@@ -43,6 +43,11 @@ class PostgresIndexQueries(IndexQueries):
         " SELECT namespace, job_id FROM later_jobs_index"
         " WHERE namespace = %(namespace)s AND date_expire IS NOT NULL"
         " AND date_expire <= %(now)s LIMIT %(limit)s)"
+        " AND date_expire <= %(now)s RETURNING job_id"
+    )
+    sweep_records = (
+        "DELETE FROM later_storage WHERE key = ANY(%(keys)s::varchar[])"
+        " AND date_expire_unindexed IS NOT NULL"
     )
     record_transitions = RowsStatement(
         TRANSITIONS_INTO + " SELECT %(namespace)s::text, u.* FROM unnest("

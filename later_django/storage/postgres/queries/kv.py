@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from later_django.storage.driver import RowsStatement
 from later_django.storage.postgres import PostgresDriver
-from later_django.storage.queries.kv import LIVE, SET_CONFLICT, SET_INTO, KvQueries
+from later_django.storage.queries.kv import LIVE, LIVE_MEMBER, SET_CONFLICT, SET_INTO, KvQueries
 
 
 @PostgresDriver.register
@@ -18,13 +18,15 @@ class PostgresKvQueries(KvQueries):
     range_clear_many = "DELETE FROM later_storage_range WHERE range_key = ANY(%(keys)s)"
     range_members_many = (
         "SELECT range_key, value FROM later_storage_range "
-        "WHERE range_key = ANY(%(keys)s) AND " + LIVE + " ORDER BY range_key, sequence"
+        "WHERE range_key = ANY(%(keys)s) AND " + LIVE_MEMBER + " ORDER BY range_key, sequence"
     )
     set_many = RowsStatement(
-        SET_INTO + "SELECT batch.key, batch.value, NULL, %(now)s, NULL, batch.date_expire "
-        "FROM unnest(%(key)s::varchar[], %(value)s::bytea[], %(date_expire)s::bigint[]) "
-        "AS batch(key, value, date_expire) ORDER BY batch.key" + SET_CONFLICT,
-        one=SET_INTO
-        + "VALUES (%(key)s, %(value)s, NULL, %(now)s, NULL, %(date_expire)s)"
+        SET_INTO + "SELECT batch.key, batch.value, NULL, %(now)s, NULL, batch.date_expire, "
+        "batch.date_expire_unindexed "
+        "FROM unnest(%(key)s::varchar[], %(value)s::bytea[], %(date_expire)s::bigint[], "
+        "%(date_expire_unindexed)s::bigint[]) "
+        "AS batch(key, value, date_expire, date_expire_unindexed) ORDER BY batch.key"
         + SET_CONFLICT,
+        one=SET_INTO + "VALUES (%(key)s, %(value)s, NULL, %(now)s, NULL, %(date_expire)s, "
+        "%(date_expire_unindexed)s)" + SET_CONFLICT,
     )

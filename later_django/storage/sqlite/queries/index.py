@@ -35,7 +35,11 @@ class SqliteIndexQueries(IndexQueries):
         "DELETE FROM later_jobs_index WHERE rowid IN ("
         " SELECT rowid FROM later_jobs_index"
         " WHERE namespace = %(namespace)s AND date_expire IS NOT NULL"
-        " AND date_expire <= %(now)s LIMIT %(limit)s)"
+        " AND date_expire <= %(now)s LIMIT %(limit)s) RETURNING job_id"
+    )
+    sweep_records = (
+        "DELETE FROM later_storage WHERE key IN (SELECT value FROM json_each(%(keys)s))"
+        " AND date_expire_unindexed IS NOT NULL"
     )
     record_transitions = RowsStatement(
         TRANSITIONS_INTO + " VALUES {values}" + TRANSITIONS_CONFLICT,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from later_django.storage.driver import RowsStatement
-from later_django.storage.queries.kv import LIVE, SET_CONFLICT, SET_INTO, KvQueries
+from later_django.storage.queries.kv import LIVE, LIVE_MEMBER, SET_CONFLICT, SET_INTO, KvQueries
 from later_django.storage.sqlite import SqliteDriver
 
 _KEYS = "(SELECT value FROM json_each(%(keys)s))"
@@ -18,9 +18,9 @@ class SqliteKvQueries(KvQueries):
     range_clear_many = "DELETE FROM later_storage_range WHERE range_key IN " + _KEYS
     range_members_many = (
         "SELECT range_key, value FROM later_storage_range "
-        "WHERE range_key IN " + _KEYS + " AND " + LIVE + " ORDER BY range_key, sequence"
+        "WHERE range_key IN " + _KEYS + " AND " + LIVE_MEMBER + " ORDER BY range_key, sequence"
     )
     set_many = RowsStatement(
         SET_INTO + "VALUES {values}" + SET_CONFLICT,
-        row="(%(key)s, %(value)s, NULL, %(now)s, NULL, %(date_expire)s)",
+        row="(%(key)s, %(value)s, NULL, %(now)s, NULL, %(date_expire)s, %(date_expire_unindexed)s)",
     )
