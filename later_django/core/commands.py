@@ -7,10 +7,12 @@ anything and never unpickles: unknown tags and malformed bytes raise
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import msgpack
 
+from later_django.core.records import pack, packer_of_thread
 from later_django.exceptions import RecordDecodeError
 
 
@@ -31,11 +33,16 @@ def encode_command(command: DeliveryCommand) -> bytes:
     """The MessagePack bytes of ``command``."""
     match command:
         case ExecuteJob(job_id, payload_type):
-            body = {"c": "job", "id": job_id, "t": payload_type}
+            return pack({"c": "job", "id": job_id, "t": payload_type})
         case _:
             raise TypeError(f"not a delivery command: {command!r}")
-    packed: bytes = msgpack.packb(body, use_bin_type=True)
-    return packed
+
+
+def execute_job_payloads(jobs: Iterable[tuple[str, str]]) -> list[bytes]:
+    """``encode_command(ExecuteJob(job_id, payload_type))`` of each ``(job_id,
+    payload_type)`` of ``jobs``: one packer call per message (a batch's)."""
+    packer = packer_of_thread()
+    return [packer.pack({"c": "job", "id": job_id, "t": kind}) for job_id, kind in jobs]
 
 
 def decode_command(payload: bytes) -> DeliveryCommand:
