@@ -119,7 +119,7 @@ def enqueue_many(
     jobs = backend.new_jobs(task, calls)
     if ids_only:
         return backend.write_job_ids(jobs)
-    return backend.write_jobs([task] * len(jobs), jobs)
+    return backend.write_many(task, jobs)
 
 
 def continue_with(
