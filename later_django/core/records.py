@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from base64 import b32encode
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,13 +23,9 @@ from later_django.exceptions import RecordDecodeError
 
 RECORD_FORMAT_VERSION = 1
 
-#: RFC 4648 base 32 (what ``b32encode`` writes) to Crockford's (what ULIDs are written in).
-_TO_CROCKFORD = bytes.maketrans(
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-)
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-#: The last two characters of a ULID for each value of its 10 lowest bits.
-_LAST_TWO = [high + low for high in _CROCKFORD for low in _CROCKFORD]
+#: Two characters of Crockford base 32 for each 10-bit value.
+_PAIRS = [high + low for high in _CROCKFORD for low in _CROCKFORD]
 _RANDOM_BITS = 80
 _MAX_RANDOM = (1 << _RANDOM_BITS) - 1
 
@@ -53,9 +48,10 @@ def _forget_last_ulid() -> None:
 os.register_at_fork(after_in_child=_forget_last_ulid)
 
 
-def _base32(value: int) -> str:
-    """``value`` (at most 80 bits) as 16 characters of Crockford base 32."""
-    return b32encode(value.to_bytes(10, "big")).translate(_TO_CROCKFORD).decode()
+def _base32(value: int, pairs: int) -> str:
+    """The low ``pairs`` * 10 bits of ``value`` as ``2 * pairs`` characters of
+    Crockford base 32."""
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in range(10 * pairs - 10, -1, -10)])
 
 
 def new_job_id() -> str:
@@ -86,14 +82,14 @@ def new_job_ids(count: int) -> list[str]:
         while first + count - 1 > _MAX_RANDOM:  # a fresh start too near the top
             first = int.from_bytes(os.urandom(10), "big")
         state.ms, state.random = ms, first + count - 1
-    stamp = _base32(ms)[6:]  # 48 bits: the last 10 characters of 80
+    stamp = _base32(ms, 5)  # 48 bits as 10 characters (the first one's top 2 bits are 0)
     ids: list[str] = []
     end = first + count
     while first < end:
         # Ids that differ only in their 10 lowest bits share their first 24 characters.
-        head = stamp + _base32(first)[:14]
+        head = stamp + _base32(first >> 10, 7)
         stop = min(end, (first | 1023) + 1)
-        ids += [head + tail for tail in _LAST_TWO[first & 1023 : ((stop - 1) & 1023) + 1]]
+        ids += [head + tail for tail in _PAIRS[first & 1023 : ((stop - 1) & 1023) + 1]]
         first = stop
     return ids
 
