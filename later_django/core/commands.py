@@ -29,11 +29,16 @@ class ExecuteJob:
 DeliveryCommand = ExecuteJob
 
 
+def _execute_job_body(job_id: str, payload_type: str) -> dict[str, str]:
+    """The one spelling of an :class:`ExecuteJob` message before packing."""
+    return {"c": "job", "id": job_id, "t": payload_type}
+
+
 def encode_command(command: DeliveryCommand) -> bytes:
     """The MessagePack bytes of ``command``."""
     match command:
         case ExecuteJob(job_id, payload_type):
-            return pack({"c": "job", "id": job_id, "t": payload_type})
+            return pack(_execute_job_body(job_id, payload_type))
         case _:
             raise TypeError(f"not a delivery command: {command!r}")
 
@@ -42,7 +47,7 @@ def execute_job_payloads(jobs: Iterable[tuple[str, str]]) -> list[bytes]:
     """``encode_command(ExecuteJob(job_id, payload_type))`` of each ``(job_id,
     payload_type)`` of ``jobs``: one packer call per message (a batch's)."""
     packer = packer_of_thread()
-    return [packer.pack({"c": "job", "id": job_id, "t": kind}) for job_id, kind in jobs]
+    return [packer.pack(_execute_job_body(job_id, kind)) for job_id, kind in jobs]
 
 
 def decode_command(payload: bytes) -> DeliveryCommand:

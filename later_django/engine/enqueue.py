@@ -20,8 +20,7 @@ from later_django.compat.tasks import Task, TaskResult
 from later_django.conf import LaterSettings, later_settings
 from later_django.core import stages
 from later_django.core.clock import now_ms
-from later_django.core.commands import execute_job_payloads
-from later_django.core.keys import children_key, job_key, job_key_prefix
+from later_django.core.keys import children_key, job_key
 from later_django.core.records import JobRecord, decode_record, new_job_ids
 from later_django.core.unique import UniqueKey
 from later_django.engine import metrics, moves, partitions, tracing
@@ -227,7 +226,7 @@ def _write_new(
             for record in records:
                 if record.stage != stages.ENQUEUED:
                     moves.place_new(writes, record, now)
-        _place_ready(writes, ready, now)
+        moves.place_ready(writes, ready, now)
     else:
         records = []
         for job, job_id, placement in zip(jobs, job_ids, placements, strict=True):
@@ -244,25 +243,6 @@ def _write_new(
     writes.on_commit(metrics.flush_if_due)
     commit(writes, stores)
     return records
-
-
-def _place_ready(writes: JobWrites, records: Sequence[JobRecord], now: int) -> None:
-    """:func:`moves.place_new` of new records that are ready at once (stage
-    ``enqueued``, no topic), all of ``writes.namespace``, written straight into
-    ``writes``: each record saved, its delivery message published to its queue and
-    priority (in the order of ``records``), its transition counted. One pass for the
-    batch instead of about a dozen calls per job (``tests/engine/
-    test_enqueue_many_fast.py`` pins that the writes are place_new's)."""
-    if not records:
-        return
-    key_prefix = job_key_prefix(writes.namespace)
-    saved, publishes = writes.records, writes.table.publishes
-    payloads = execute_job_payloads([(record.job_id, record.task_path) for record in records])
-    for record, payload in zip(records, payloads, strict=True):
-        record.ready_at_ms = record.enqueued_at_ms = now
-        saved[key_prefix + record.job_id] = (record, None)
-        publishes[(record.queue_name, record.priority, None)].append(payload)
-    writes.metrics.transitions += [(record.stage, record.stage_at_ms) for record in records]
 
 
 def _new_records(

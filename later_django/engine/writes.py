@@ -18,14 +18,14 @@ commits.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from functools import partial
 
 from django.db import transaction
 
 from later_django.core import attempts, stages
-from later_django.core.commands import ExecuteJob, encode_command
+from later_django.core.commands import execute_job_payloads
 from later_django.core.records import JobRecord, encode_record
 from later_django.engine import metrics
 from later_django.engine.partition_changes import PartitionChanges
@@ -75,8 +75,16 @@ class JobWrites:
 
     def publish_job(self, record: JobRecord) -> None:
         """A delivery message that runs ``record`` on its queue and priority."""
-        payload = encode_command(ExecuteJob(record.job_id, record.task_path))
-        self.table.publishes[(record.queue_name, record.priority, None)].append(payload)
+        self.publish_jobs([record])
+
+    def publish_jobs(self, records: Sequence[JobRecord]) -> None:
+        """A delivery message per record, each on its record's queue and priority, in
+        the order of ``records`` (encoded in one pass: ``enqueue_many`` publishes
+        thousands)."""
+        payloads = execute_job_payloads([(record.job_id, record.task_path) for record in records])
+        publishes = self.table.publishes
+        for record, payload in zip(records, payloads, strict=True):
+            publishes[(record.queue_name, record.priority, None)].append(payload)
 
     def add(self, operation: StorageOperation) -> None:
         """A storage operation other than a record write (schedule entry, range, delete)."""
@@ -105,6 +113,10 @@ class JobWrites:
     def count_transition(self, record: JobRecord) -> None:
         """A metric sample: ``record`` entered its stage."""
         self.metrics.transitions.append((record.stage, record.stage_at_ms))
+
+    def count_transitions(self, records: Sequence[JobRecord]) -> None:
+        """:meth:`count_transition` of each of ``records``."""
+        self.metrics.transitions += [(record.stage, record.stage_at_ms) for record in records]
 
     def count_wait(self, mode: str, wait_ms: int, at_ms: int) -> None:
         """A metric sample: a job of ``mode`` waited ``wait_ms`` before it started."""

@@ -24,7 +24,7 @@ from later_django.core import commands, payload, records, stages
 from later_django.core.commands import ExecuteJob, decode_command, encode_command
 from later_django.core.records import JobError, JobRecord, decode_record, encode_record
 from later_django.engine import moves
-from later_django.engine.enqueue import NewJob, _new_record, _new_records, _place_ready
+from later_django.engine.enqueue import NewJob, _new_record, _new_records
 from later_django.engine.results import task_result
 from later_django.engine.writes import JobWrites
 from tests.engine import tasks
@@ -392,7 +392,7 @@ def test_placing_ready_records_together_writes_what_place_new_writes() -> None:
 
     for record in [record.clone() for record in made]:
         moves.place_new(one_by_one, record, MS)
-    _place_ready(together, made, MS)
+    moves.place_ready(together, made, MS)
 
     assert written(together) == written(one_by_one)
     assert list(together.records) == [record.key for record in made]
