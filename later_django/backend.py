@@ -169,14 +169,7 @@ class LaterBackend(BaseTaskBackend):
         settings = later_settings()
         records = self._write(jobs, settings.database, settings.namespace)
         results = [task_result(record, task) for record, task in zip(records, tasks, strict=True)]
-
-        # A unique job's enqueue that found the key held returns the holder: not enqueued.
-        enqueued = [
-            result
-            for result, job in zip(results, jobs, strict=True)
-            if job.job_id is None or result.id == job.job_id
-        ]
-        self._announce_on_commit(enqueued, settings.database)
+        self._announce_on_commit(results, jobs, settings.database)
         return results
 
     def write_many(self, task: Task, jobs: Sequence[NewJob]) -> list[TaskResult]:
@@ -186,19 +179,23 @@ class LaterBackend(BaseTaskBackend):
         settings = later_settings()
         records = self._write(jobs, settings.database, settings.namespace)
         results = _task_results(records, task)
+        self._announce_on_commit(results, jobs, settings.database)
+        return results
+
+    def _announce_on_commit(
+        self, results: list[TaskResult], jobs: Sequence[NewJob], database: str
+    ) -> None:
+        """Sends ``task_enqueued`` when the transaction commits for each of ``results``
+        (those of ``jobs``) that was enqueued: a unique job's enqueue that found its
+        key held returns the holder, which is not."""
         enqueued = [
             result
             for result, job in zip(results, jobs, strict=True)
             if job.job_id is None or result.id == job.job_id
         ]
-        self._announce_on_commit(enqueued, settings.database)
-        return results
-
-    def _announce_on_commit(self, results: list[TaskResult], database: str) -> None:
-        """Sends ``task_enqueued`` for each of ``results`` when the transaction commits."""
 
         def announce() -> None:
-            for result in results:
+            for result in enqueued:
                 task_enqueued.send(type(self), task_result=result)
 
         transaction.on_commit(announce, using=database, robust=True)
