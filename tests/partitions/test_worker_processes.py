@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from later_django.compat.tasks import TaskResult
+from later_django.core import rendezvous
 from later_django.core.clock import now_ms
 from later_django.engine import metrics
 from tests.partitions import tasks
@@ -63,6 +64,17 @@ def owners(alias: str) -> dict[str, int]:
         [NAMESPACE, TOPIC, now_ms()],
     )
     return dict(rows)
+
+
+def leases(alias: str) -> dict[tuple[str, int], str]:
+    """(topic, partition) -> live lease owner, every topic of the namespace."""
+    rows = fetch(
+        alias,
+        "SELECT topic, partition_id, owner FROM later_partition_lease WHERE namespace = %s "
+        "AND owner IS NOT NULL AND lease_until > %s",
+        [NAMESPACE, now_ms()],
+    )
+    return {(topic, int(partition)): owner for topic, partition, owner in rows}
 
 
 def live_workers(alias: str) -> list[str]:
@@ -215,12 +227,24 @@ def test_a_newly_started_worker_gets_its_share_of_the_partitions(
         workers,
     )
     workers.start(alias, *options, later=WORKER_LATER)
-    wait_for(
-        lambda: len(owners(alias)) == 2 and sum(owners(alias).values()) == 8,
-        START_SECONDS,
-        "the partitions shared by both workers",
-        workers,
-    )
+
+    def shared_as_preferred() -> bool:
+        """Both workers live and holding partitions, every partition of ``orders``
+        held, and every held partition (of any topic) held by its rendezvous owner
+        among the two. Which worker that is depends on the workers' random ids: all 8
+        partitions of ``orders`` go to one of them in 2 runs of 256 (this test once
+        failed so), so the share is checked against the preference, not as "both hold
+        some of ``orders``"; over the namespace's partitions (the internal topic's
+        too) each worker holds some but in 2**-23 of runs."""
+        live, held = live_workers(alias), leases(alias)
+        return (
+            len(live) == 2
+            and set(held.values()) == set(live)
+            and sum(1 for topic, _ in held if topic == TOPIC) == 8
+            and all(owner == rendezvous.owner(live, *key) for key, owner in held.items())
+        )
+
+    wait_for(shared_as_preferred, START_SECONDS, "the partitions shared by preference", workers)
     first.send(signal.SIGTERM)
     assert first.wait_exit(30) == 0
     # A graceful exit releases the leases at once: the survivor takes them all
