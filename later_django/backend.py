@@ -253,6 +253,8 @@ _RESULT_FIELDS = (
     "_return_value",
 )
 _COPY_RESULTS = tuple(each.name for each in fields(TaskResult)) == _RESULT_FIELDS
+#: The fields each copy sets from its own record; the rest are the first result's.
+_OWN_FIELDS = frozenset({"id", "args", "kwargs", "errors", "worker_ids"})
 
 
 def _task_results(records: Sequence[JobRecord], task: Task) -> list[TaskResult]:
@@ -268,7 +270,8 @@ def _task_results(records: Sequence[JobRecord], task: Task) -> list[TaskResult]:
     if not _COPY_RESULTS:
         return [task_result(record, task) for record in records]
     results: list[TaskResult] = []
-    kinds: dict[tuple[Any, ...], TaskResult] = {}
+    #: kind -> the first result's (field, value) pairs but its own fields, read once.
+    kinds: dict[tuple[Any, ...], list[tuple[str, Any]]] = {}
     new, put = object.__new__, object.__setattr__
     for record in records:
         if record.errors or record.worker_ids or record.stage == stages.SUCCESS:
@@ -285,25 +288,22 @@ def _task_results(records: Sequence[JobRecord], task: Task) -> list[TaskResult]:
             record.run_after_ms,
             record.backend,
         )
-        first = kinds.get(kind)
-        if first is None:
-            first = kinds[kind] = task_result(record, task)
+        shared = kinds.get(kind)
+        if shared is None:
+            first = task_result(record, task)
+            kinds[kind] = [
+                (name, getattr(first, name)) for name in _RESULT_FIELDS if name not in _OWN_FIELDS
+            ]
             results.append(first)
             continue
         result = new(TaskResult)
-        put(result, "task", first.task)
+        for name, value in shared:
+            put(result, name, value)
         put(result, "id", record.job_id)
-        put(result, "status", first.status)
-        put(result, "enqueued_at", first.enqueued_at)
-        put(result, "started_at", first.started_at)
-        put(result, "finished_at", first.finished_at)
-        put(result, "last_attempted_at", first.last_attempted_at)
         put(result, "args", list(record.args))
         put(result, "kwargs", dict(record.kwargs))
-        put(result, "backend", first.backend)
         put(result, "errors", [])
         put(result, "worker_ids", [])
-        put(result, "_return_value", None)
         results.append(result)
     return results
 

@@ -41,14 +41,11 @@ def json_compatible_call(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, A
     """A task call's arguments checked: ``json_compatible(list(args), "args")`` and
     ``json_compatible(dict(kwargs), "kwargs")``, with the same results and errors, in
     one call for the common case (a tuple or list, and a dict, of plain values)."""
-    try:
-        if type(kwargs) is dict and (type(args) is tuple or type(args) is list):
-            return (
-                [item if type(item) in _SCALARS else _plain(item) for item in args],
-                _plain(kwargs) if kwargs else {},
-            )
-    except _NotPlain:
-        pass
+    if type(kwargs) is dict and (type(args) is tuple or type(args) is list):
+        try:
+            return _plain(args), (_plain(kwargs) if kwargs else {})
+        except _NotPlain:
+            pass
     return json_compatible(list(args), "args"), json_compatible(dict(kwargs), "kwargs")
 
 
