@@ -39,6 +39,7 @@ KNOWN_KEYS = (
     "VACUUM_INTERVAL",
     "RETRY",
     "WORKER_SYNCHRONOUS_COMMIT",
+    "WORKER_PREPARED_STATEMENTS",
     "TOPICS",
     "MAINTENANCE_MODULES",
     "RECURRING",
@@ -66,6 +67,9 @@ class LaterSettings:
     vacuum_interval_seconds: float | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     worker_synchronous_commit: bool = False
+    #: ``LATER["WORKER_PREPARED_STATEMENTS"]``: a worker's own PostgreSQL session keeps
+    #: its repeated statements prepared on the server (see ``worker.session``).
+    worker_prepared_statements: bool = True
     #: Seconds a job may run before it is recorded failed by ``TaskTimeout`` (None: no
     #: limit); a task's own ``timeout`` option wins.
     timeout_seconds: float | None = None
@@ -221,6 +225,18 @@ def _synchronous_commit_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def _prepared_statements_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    prepared = raw.get("WORKER_PREPARED_STATEMENTS", True)
+    if isinstance(prepared, bool):
+        return []
+    return [
+        (
+            "later_django.E017",
+            f"LATER['WORKER_PREPARED_STATEMENTS'] must be True or False, got {prepared!r}.",
+        )
+    ]
+
+
 def _topics_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     return [("later_django.E008", message) for message in topic_problems(raw.get("TOPICS", {}))]
 
@@ -312,6 +328,7 @@ _RULES: tuple[SettingRule, ...] = (
     _retention_problems,
     _vacuum_problems,
     _synchronous_commit_problems,
+    _prepared_statements_problems,
     _topics_problems,
     _maintenance_modules_problems,
     _retry_problems,
@@ -363,6 +380,7 @@ def later_settings() -> LaterSettings:
         vacuum_interval_seconds=raw.get("VACUUM_INTERVAL"),
         retry=RetryPolicy.from_mapping(raw.get("RETRY", {}), "LATER['RETRY']"),
         worker_synchronous_commit=raw.get("WORKER_SYNCHRONOUS_COMMIT", False),
+        worker_prepared_statements=raw.get("WORKER_PREPARED_STATEMENTS", True),
         topics={name: options["partitions"] for name, options in raw.get("TOPICS", {}).items()},
         maintenance_modules=tuple(raw.get("MAINTENANCE_MODULES", ())),
         timeout_seconds=raw.get("TIMEOUT"),

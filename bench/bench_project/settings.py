@@ -17,8 +17,11 @@ Read from the environment (``bench.py`` sets them for its drivers and workers):
   ``drain_limited``, ``LATER["RETENTION"]`` for ``bloat.py`` (finished records
   kept briefly, so the sweep deletes them during the run).
 
-SQLite gets the options later_django recommends and its tests use (WAL,
-``transaction_mode="IMMEDIATE"``, ``synchronous=NORMAL``, a 20 s busy timeout).
+PostgreSQL connections prepare a statement on the server at its fifth run
+(``OPTIONS["prepare_threshold"] = 5``, what docs/operations.md recommends for a
+direct connection), for every system alike. SQLite gets the options later_django
+recommends and its tests use (WAL, ``transaction_mode="IMMEDIATE"``,
+``synchronous=NORMAL``, a 20 s busy timeout).
 All systems keep their Django connections (``CONN_MAX_AGE``): django-tasks-db's worker
 calls ``close_old_connections()`` around every task, which with Django's default
 of 0 would reconnect for every task.
@@ -45,6 +48,11 @@ DATABASES = {
         conn_max_age=600,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Server-side prepared statements at a statement's fifth run (psycopg's own
+    # default; Django's is never), as a deployment with a direct connection sets
+    # them: the same for every Django-based system of the bench.
+    DATABASES["default"]["OPTIONS"] = {"prepare_threshold": 5}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",

@@ -216,6 +216,14 @@ class Driver:
         fraction of a second of its commits, never corrupt them). Drivers whose
         vendor has no such setting do nothing."""
 
+    def keep_statements_prepared(self) -> None:
+        """Lets this thread's connection, for the rest of its session, keep the
+        statements it repeats prepared on the server (parsed and planned once, not
+        at every run). Only for a connection that is a session of its own: behind
+        a pooler in transaction mode a prepared statement exists only on the server
+        connection that made it. A threshold the connection's own settings already
+        chose is kept. Drivers whose vendor has nothing to gain do nothing."""
+
     def wake_channel(self) -> WakeChannel | None:
         """The notifications committed publishes send (``LISTEN``), or ``None``
         when the vendor has none: a waiter then watches :meth:`change_counter`."""

@@ -96,7 +96,7 @@ class JobLoop:
     def _turn(self) -> bool:
         """One turn; returns whether the loop is done (max jobs, or the burst is over)."""
         self.process.alive()
-        self._session.prepare()
+        self._session.set_up()
         self.hand_back.flush()
         self.cancels.poll()
         self.deadlines.check()

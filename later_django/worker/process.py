@@ -43,6 +43,15 @@ ORPHAN_SHUTDOWN_SECONDS = 5.0
 #: How long after a second stop signal the process exits at the latest, whether
 #: or not the hand-back of its running jobs got through.
 HAND_BACK_SECONDS = 2.0
+#: SQLSTATE of "prepared statement … does not exist" (SQL standard's
+#: invalid_sql_statement_name): what a worker's prepared statements meet behind a
+#: pooler in transaction mode.
+MISSING_PREPARED_STATEMENT = "26000"
+MISSING_PREPARED_STATEMENT_HINT = (
+    "; a prepared statement is missing on the server: is this worker behind PgBouncer "
+    "in transaction pooling? Give workers session pooling or a direct connection, or "
+    "set LATER['WORKER_PREPARED_STATEMENTS'] = False (docs/operations.md, PgBouncer)"
+)
 
 
 @dataclass
@@ -220,7 +229,9 @@ class ProcessControl:
         (cut short by a stop signal)."""
         delay = backoff.next()
         self.telemetry.database_error()
-        logger.warning("database error (%s); retrying in %.2fs", error, delay)
+        logger.warning(
+            "database error (%s%s); retrying in %.2fs", error, trouble_hint(error), delay
+        )
         # Alive, if the database is not: a liveness probe must not restart the fleet.
         self.alive()
         with contextlib.suppress(Exception):
@@ -231,3 +242,13 @@ class ProcessControl:
             self.exiting.wait(delay)
         else:
             self.stopping.wait(delay)
+
+
+def trouble_hint(error: BaseException) -> str:
+    """What to add to the log line of a database ``error``: the likely cause and fix
+    of a missing prepared statement (the driver's error is Django's ``__cause__``),
+    else nothing."""
+    cause = error.__cause__ if error.__cause__ is not None else error
+    if getattr(cause, "sqlstate", None) == MISSING_PREPARED_STATEMENT:
+        return MISSING_PREPARED_STATEMENT_HINT
+    return ""
