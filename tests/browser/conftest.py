@@ -22,6 +22,7 @@ from tests.browser.login import PASSWORD, USERNAME
 CHROMIUM = "/usr/bin/chromium"
 OUTPUT = ROOT / "test-output" / "browser"
 TIMEOUT_MS = 60_000
+QUICK_REFRESH_SETTINGS = "tests.browser.quick_refresh_settings"
 
 
 def _missing(reason: str) -> None:
@@ -75,13 +76,13 @@ class Site:
     database: Path
 
 
-def _site(directory: Path, *, seed: bool) -> Iterator[Site]:
+def _site(directory: Path, *, seed: bool, settings: str | None = None) -> Iterator[Site]:
     database = directory / "example.sqlite3"
     manage(database, "migrate", "--verbosity", "0")
     manage(database, "demo_superuser", "--username", USERNAME, "--password", PASSWORD)
     if seed:
         manage(database, "demo_seed")
-    with dev_server(database, free_port(), directory / "runserver.log") as base:
+    with dev_server(database, free_port(), directory / "runserver.log", settings) as base:
         yield Site(base, database)
 
 
@@ -96,6 +97,13 @@ def seeded_site(tmp_path_factory: pytest.TempPathFactory, chromium_path: str) ->
 def empty_site(tmp_path: Path, chromium_path: str) -> Iterator[Site]:
     """The example project with no job yet, for tests that change the stages."""
     yield from _site(tmp_path, seed=False)
+
+
+@pytest.fixture
+def quick_refresh_site(tmp_path: Path, chromium_path: str) -> Iterator[Site]:
+    """Like ``empty_site``, with the live refresh every second instead of every 5
+    (:mod:`tests.browser.quick_refresh_settings`): the refresh tests wait on its timer."""
+    yield from _site(tmp_path, seed=False, settings=QUICK_REFRESH_SETTINGS)
 
 
 @pytest.fixture(scope="session")

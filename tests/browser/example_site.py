@@ -34,10 +34,15 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def example_environment(database: Path) -> dict[str, str]:
-    """The environment of an example-project process on the SQLite file ``database``."""
+def example_environment(database: Path, settings: str | None = None) -> dict[str, str]:
+    """The environment of an example-project process on the SQLite file ``database``,
+    with the project's own settings or the module ``settings`` (a module of this
+    repository's, e.g. :mod:`tests.browser.quick_refresh_settings`)."""
     environment = {**os.environ, "DATABASE_URL": f"sqlite:///{database}", "PYTHONUNBUFFERED": "1"}
     environment.pop("DJANGO_SETTINGS_MODULE", None)
+    if settings is not None:
+        environment["DJANGO_SETTINGS_MODULE"] = settings
+        environment["PYTHONPATH"] = str(ROOT)
     return environment
 
 
@@ -105,13 +110,14 @@ def stop(process: subprocess.Popen, sig: int = signal.SIGINT) -> int:
 
 
 @contextmanager
-def dev_server(database: Path, port: int, log: Path) -> Iterator[str]:
-    """``manage.py runserver --noreload 127.0.0.1:port`` on ``database``; yields its base URL
-    once it answers and stops it (SIGINT) on exit. Output goes to ``log``."""
+def dev_server(database: Path, port: int, log: Path, settings: str | None = None) -> Iterator[str]:
+    """``manage.py runserver --noreload 127.0.0.1:port`` on ``database`` (with the settings
+    module ``settings``, else the project's); yields its base URL once it answers and
+    stops it (SIGINT) on exit. Output goes to ``log``."""
     with log.open("w") as output:
         process = subprocess.Popen(
             [sys.executable, str(MANAGE), "runserver", "--noreload", f"127.0.0.1:{port}"],
-            env=example_environment(database),
+            env=example_environment(database, settings),
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
