@@ -22,8 +22,12 @@ venv: $(VENV)/.installed
 # Lint, then the whole suite once: every storage test is parametrized over SQLite
 # and PostgreSQL; tests/conftest.py prints both databases in the header and the
 # cases run on each at the end (pytest's own summary stays the last line).
+# TEST_PROCESSES pytest-xdist workers (each with its own test databases), a test file
+# to a worker; serially: make test TEST_PROCESSES=0 (docs/testing.md).
+TEST_PROCESSES ?= 2
+
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile
 
 # ruff, then the shape: import-linter's contracts (one-way layers, no circles, core free
 # of Django, vendor libraries only in the drivers) and mypy (strict on core/, engine/ and

@@ -3,6 +3,11 @@
 ``db_alias`` is parametrized ``sqlite`` / ``postgres``. A ``postgres`` case is
 skipped only when ``tests.settings`` found no server and
 ``LATER_REQUIRE_POSTGRES`` is unset (settings refuse to load otherwise).
+
+Under pytest-xdist (``make test`` runs ``-n 2``) every worker process has its own
+test databases: pytest-django suffixes the PostgreSQL test database with the worker
+id (``test_later_django_gw0``), and each process's settings make their own temporary
+SQLite directory.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import pytest
 from django.conf import settings
 
 ALIASES = {"sqlite": "default", "postgres": "postgres"}
-#: Which database each test ran on (node id -> "sqlite"/"postgres"), for the summary.
-DATABASE_OF_TEST: dict[str, str] = {}
+#: The user property naming the database a test ran on ("sqlite"/"postgres"), for the
+#: summary; a property travels with the report from an xdist worker to the controller.
+DATABASE_PROPERTY = "later_database"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -33,9 +39,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     sqlite = settings.DATABASES["default"]["TEST"]["NAME"]
     if "postgres" in settings.DATABASES:
         test_name = settings.DATABASES["postgres"]["TEST"]["NAME"]
+        if getattr(config.option, "numprocesses", None):
+            test_name += "_gw<n>, one per xdist worker"
         pg = f"PostgreSQL {settings.POSTGRES_URL} (test database {test_name})"
     else:
         pg = f"PostgreSQL SKIPPED ({settings.POSTGRES_PROBLEM})"
+    if getattr(config.option, "numprocesses", None):
+        sqlite = "in a temporary directory per xdist worker"
     return [f"later_django databases: SQLite file {sqlite}; {pg}"]
 
 
@@ -44,7 +54,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     counts = {name: {"passed": 0, "failed": 0, "skipped": 0} for name in ALIASES}
     for outcome in ("passed", "failed", "skipped", "error"):
         for report in terminalreporter.stats.get(outcome, []):
-            name = DATABASE_OF_TEST.get(getattr(report, "nodeid", ""))
+            name = dict(getattr(report, "user_properties", ())).get(DATABASE_PROPERTY)
             if name is not None and getattr(report, "when", "call") in ("call", "setup"):
                 if outcome == "passed" and report.when != "call":
                     continue
@@ -84,7 +94,7 @@ def db_alias(request: pytest.FixtureRequest) -> str:
 def use_database(request: pytest.FixtureRequest, name: str) -> str:
     """The alias of database ``name`` for this test: records it for the summary,
     skips when PostgreSQL is unreachable, and starts the test with empty counters."""
-    DATABASE_OF_TEST[request.node.nodeid] = name
+    request.node.user_properties.append((DATABASE_PROPERTY, name))
     alias = ALIASES[name]
     if alias not in settings.DATABASES:
         pytest.skip(f"PostgreSQL unreachable: {settings.POSTGRES_PROBLEM}")

@@ -42,9 +42,15 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path: str) -> Iterator[object]:
-    """One headless chromium for the session."""
+    """One headless chromium for the test module.
+
+    Not for the session: Playwright's sync API runs an asyncio loop in the thread while
+    it is open, and Django refuses database access from a thread with a running loop
+    (``SynchronousOnlyOperation``). Run serially the browser tests come last
+    (pytest-django puts tests without a database after the others); under pytest-xdist
+    a worker may run database tests after a browser file, so the loop ends with it."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:  # part of the test extra: never a reason to skip
