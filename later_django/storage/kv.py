@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
@@ -214,8 +215,15 @@ class KeyValueStore:
         for operation in operations:
             check_operation(operation)
         now = now_ms()
-        with self._driver.atomic(savepoint=savepoint), self._driver.cursor() as cursor:
-            for step in _batch_runs(operations):
+        steps = list(_batch_runs(operations))
+        # A run of Sets writes through execute_rows' own cursor: a batch of records
+        # alone (every enqueue's) needs no other.
+        needs_cursor = any([not isinstance(step, SetRun) for step in steps])
+        with (
+            self._driver.atomic(savepoint=savepoint),
+            self._driver.cursor() if needs_cursor else nullcontext() as cursor,
+        ):
+            for step in steps:
                 self._apply_one(cursor, step, now)
 
     def _apply_one(

@@ -13,6 +13,19 @@ STATEMENT = RowsStatement(
 )
 
 
+def test_the_text_in_sqlite3s_own_form() -> None:
+    """What runs on a cursor of sqlite3 itself: ``?`` placeholders, and ``%%``
+    (Django's escape of a literal ``%``) as ``%``; Django's form is unchanged."""
+    compiled = positional_rows(
+        RowsStatement(
+            sql="INSERT INTO t SELECT * FROM ({values}) WHERE x LIKE '%%s'", row="(%(a)s)"
+        )
+    )
+
+    assert compiled.sql(2, qmark=True) == "INSERT INTO t SELECT * FROM ((?), (?)) WHERE x LIKE '%s'"
+    assert compiled.sql(2) == "INSERT INTO t SELECT * FROM ((%s), (%s)) WHERE x LIKE '%%s'"
+
+
 def test_shared_names_inside_the_row_group_are_filled_around_the_row_fields() -> None:
     compiled = positional_rows(STATEMENT)
     rows = [{"a": 1, "b": "x", "c": None}, {"a": 2, "b": "y", "c": b"z"}]
