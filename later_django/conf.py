@@ -213,28 +213,24 @@ def _vacuum_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def _synchronous_commit_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
-    synchronous = raw.get("WORKER_SYNCHRONOUS_COMMIT", False)
-    if isinstance(synchronous, bool):
-        return []
-    return [
-        (
-            "later_django.E007",
-            f"LATER['WORKER_SYNCHRONOUS_COMMIT'] must be True or False, got {synchronous!r}.",
-        )
-    ]
+def _boolean_rule(key: str, check_id: str, default: bool) -> SettingRule:
+    """The rule of a key that must be True or False (``default`` when absent)."""
+
+    def problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+        value = raw.get(key, default)
+        if isinstance(value, bool):
+            return []
+        return [(check_id, f"LATER[{key!r}] must be True or False, got {value!r}.")]
+
+    return problems
 
 
-def _prepared_statements_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
-    prepared = raw.get("WORKER_PREPARED_STATEMENTS", True)
-    if isinstance(prepared, bool):
-        return []
-    return [
-        (
-            "later_django.E017",
-            f"LATER['WORKER_PREPARED_STATEMENTS'] must be True or False, got {prepared!r}.",
-        )
-    ]
+_synchronous_commit_problems = _boolean_rule(
+    "WORKER_SYNCHRONOUS_COMMIT", "later_django.E007", False
+)
+_prepared_statements_problems = _boolean_rule(
+    "WORKER_PREPARED_STATEMENTS", "later_django.E017", True
+)
 
 
 def _topics_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
@@ -306,11 +302,7 @@ def _metrics_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     return [("later_django.E015", f"{problem}.") for problem in problems]
 
 
-def _tracing_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
-    tracing = raw.get("TRACING", True)
-    if isinstance(tracing, bool):
-        return []
-    return [("later_django.E016", f"LATER['TRACING'] must be True or False, got {tracing!r}.")]
+_tracing_problems = _boolean_rule("TRACING", "later_django.E016", True)
 
 
 def _retry_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
