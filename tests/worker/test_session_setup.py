@@ -114,3 +114,20 @@ def test_a_missing_prepared_statement_is_logged_with_its_likely_cause(
     expected = MISSING_PREPARED_STATEMENT_HINT if vendor == "postgresql" else ""
     assert trouble_hint(raised.value) == expected
     assert "LATER['WORKER_PREPARED_STATEMENTS'] = False" in MISSING_PREPARED_STATEMENT_HINT
+
+
+def test_nothing_is_prepared_while_django_logs_queries(postgres_alias: str, session) -> None:
+    """Django 5.2 logs a prepared statement's text as None (DEBUG's
+    ``connection.queries``, ``CaptureQueriesContext``): while Django logs, the
+    statements run unprepared and are logged as they are."""
+    from django.test.utils import CaptureQueriesContext
+
+    connections[postgres_alias].close()  # a fresh session, with nothing prepared yet
+    session(postgres_alias)
+    with CaptureQueriesContext(connections[postgres_alias]) as captured:
+        run_repeatedly(postgres_alias, WORKER_PREPARE_THRESHOLD + 1)
+
+    assert prepared_statements(postgres_alias) == 0
+    logged = [query["sql"] for query in captured.captured_queries]
+    assert len(logged) == WORKER_PREPARE_THRESHOLD + 1
+    assert all(sql is not None and "later_storage" in sql for sql in logged), logged

@@ -12,6 +12,7 @@ tables may run as one ``WITH`` statement (:mod:`later_django.storage.batch`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
@@ -48,7 +49,10 @@ class PostgresDriver(Driver):
         connection.close_if_health_check_failed()
         connection.ensure_connection()
         with connection.wrap_database_errors:
-            cursor = _psycopg().Cursor(connection.connection)
+            # While Django logs queries (DEBUG, CaptureQueriesContext) nothing is
+            # prepared: Django 5.2 logs a prepared statement's text as None.
+            cursor_class = _unprepared_cursor() if connection.queries_logged else _psycopg().Cursor
+            cursor = cursor_class(connection.connection)
             # Lists as binary arrays: in text form psycopg quotes every string of a
             # list through a regular expression and spells every bytea in hex (tens
             # of calls per job of a batch); binary sends them as they are.
@@ -128,6 +132,18 @@ def _psycopg() -> Any:
     import psycopg
 
     return psycopg
+
+
+@functools.cache
+def _unprepared_cursor() -> Any:
+    """A psycopg ``Cursor`` that runs every statement unprepared, whatever the
+    connection's ``prepare_threshold`` (made at first use: see ``_psycopg``)."""
+
+    class UnpreparedCursor(_psycopg().Cursor):  # type: ignore[misc]
+        def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+            return super().execute(query, params, **{**options, "prepare": False})
+
+    return UnpreparedCursor
 
 
 def _list_binary_dumper() -> Any:
