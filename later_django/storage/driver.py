@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -135,6 +135,16 @@ class Driver:
     def cursor(self) -> Any:
         """A cursor of the connection for later_django's statements."""
         return self.connection.cursor()
+
+    def library_cursor(self, make: Callable[[Any], Any]) -> Any:
+        """A cursor of the vendor's own library, ``make(raw connection)``, wrapped as
+        Django wraps its own (errors as Django's, the query log): what a driver uses
+        where Django's cursor class would add work to every statement."""
+        connection = self.connection
+        connection.close_if_health_check_failed()
+        connection.ensure_connection()
+        with connection.wrap_database_errors:
+            return connection._prepare_cursor(make(connection.connection))
 
     def execute(self, sql: str, params: Params | None = None) -> int:
         """Runs one statement; returns the number of rows it changed."""

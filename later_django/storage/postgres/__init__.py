@@ -45,19 +45,10 @@ class PostgresDriver(Driver):
     query_classes: ClassVar[dict[type, type]] = {}
 
     def cursor(self) -> Any:
-        connection = self.connection
-        connection.close_if_health_check_failed()
-        connection.ensure_connection()
-        with connection.wrap_database_errors:
-            # While Django logs queries (DEBUG, CaptureQueriesContext) nothing is
-            # prepared: Django 5.2 logs a prepared statement's text as None.
-            cursor_class = _unprepared_cursor() if connection.queries_logged else _psycopg().Cursor
-            cursor = cursor_class(connection.connection)
-            # Lists as binary arrays: in text form psycopg quotes every string of a
-            # list through a regular expression and spells every bytea in hex (tens
-            # of calls per job of a batch); binary sends them as they are.
-            cursor.adapters.register_dumper(list, _list_binary_dumper())
-            return connection._prepare_cursor(cursor)
+        # While Django logs queries (DEBUG, CaptureQueriesContext) nothing is
+        # prepared: Django 5.2 logs a prepared statement's text as None.
+        unprepared = self.connection.queries_logged
+        return self.library_cursor(lambda raw: _new_cursor(raw, unprepared=unprepared))
 
     def execute_rows(
         self,
@@ -132,6 +123,16 @@ def _psycopg() -> Any:
     import psycopg
 
     return psycopg
+
+
+def _new_cursor(connection: Any, *, unprepared: bool) -> Any:
+    """A psycopg ``Cursor`` (server-side binding; with ``unprepared`` one that never
+    prepares) whose lists bind as binary arrays: in text form psycopg quotes every
+    string of a list through a regular expression and spells every bytea in hex (tens
+    of calls per job of a batch)."""
+    cursor = (_unprepared_cursor() if unprepared else _psycopg().Cursor)(connection)
+    cursor.adapters.register_dumper(list, _list_binary_dumper())
+    return cursor
 
 
 @functools.cache
