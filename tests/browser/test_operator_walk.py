@@ -130,3 +130,18 @@ def test_every_page_photographed_at_both_widths(browser, seeded_site, output_dir
         finally:
             context.close()
     assert len(taken) == 2 * (len(pages) + 1)
+
+
+def test_a_job_page_fits_the_narrowest_phone(browser, seeded_site, output_directory) -> None:
+    """The page title holds the job's 26-character id, one word wider than a 320 px
+    screen in the admin's title font: it must wrap, not widen the page (at 375 px it
+    did for about half of the ids)."""
+    context = browser.new_context(viewport={"width": 320, "height": 700})
+    try:
+        page = context.new_page()
+        log_in(page, seeded_site.base)
+        page.goto(f"{seeded_site.base}{DASHBOARD}jobs/failed/")
+        page.click("table.later-jobs tbody tr a >> nth=0")
+        shoot(page, output_directory, "page-job-320")
+    finally:
+        context.close()
