@@ -128,6 +128,7 @@ class Worker:
             hand_back=self.hand_back,
             watch=watch,
             limited=self.limited,
+            heard=None if listener is None else (lambda: listener.heard),
         )
         try:
             loop.run()
