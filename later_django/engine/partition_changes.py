@@ -76,6 +76,8 @@ class PartitionChanges:
         """Writes the changes (inside the transaction that wrote the records and index
         rows, after them) and forgets them; new heads wake the listening workers once
         per transaction."""
+        if self.is_empty():  # every job without a topic: nothing to take or write
+            return
         changes = self.take()
         if changes.entries:
             wake = namespace if stores.driver.wants_wake_notification() else None

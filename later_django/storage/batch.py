@@ -21,6 +21,7 @@ cannot express) it is one statement per table, inside a transaction.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -129,9 +130,18 @@ class CombinedStatement:
 
     def execute(self, tail: str = "SELECT 1", tail_params: Mapping[str, Any] | None = None) -> None:
         """Runs the parts, then ``tail`` (the statement's final ``SELECT``)."""
-        parts = ", ".join(f"p{index} AS ({sql})" for index, sql in enumerate(self._parts))
-        head = f"WITH {parts} " if parts else ""
-        self._driver.execute(head + tail, {**self._params, **(tail_params or {})})
+        if tail_params:
+            self._params.update(tail_params)
+        self._driver.execute(_combined_sql(tuple(self._parts), tail), self._params)
+
+
+@functools.lru_cache(maxsize=256)
+def _combined_sql(parts: tuple[str, ...], tail: str) -> str:
+    """The ``WITH`` statement of ``parts`` then ``tail``. Cached: a process writes the
+    same few shapes of batch (an enqueue, a start, a finish) over and over, and the
+    same text object also spares psycopg re-encoding and re-hashing it."""
+    joined = ", ".join(f"p{index} AS ({sql})" for index, sql in enumerate(parts))
+    return f"WITH {joined} {tail}" if joined else tail
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
 from django.db import transaction
+from django.db.backends.utils import CursorWrapper
 
 from later_django.storage.driver import Driver, Params, Row, RowsStatement, WakeChannel
 
@@ -45,10 +46,26 @@ class PostgresDriver(Driver):
     query_classes: ClassVar[dict[type, type]] = {}
 
     def cursor(self) -> Any:
-        # While Django logs queries (DEBUG, CaptureQueriesContext) nothing is
-        # prepared: Django 5.2 logs a prepared statement's text as None.
-        unprepared = self.connection.queries_logged
-        return self.library_cursor(lambda raw: _new_cursor(raw, unprepared=unprepared))
+        """The connection's kept cursor (:class:`_KeptCursor`). While Django logs
+        queries (DEBUG, CaptureQueriesContext) a new one per statement that prepares
+        nothing instead: Django 5.2 logs a prepared statement's text as None."""
+        connection = self.connection
+        if connection.queries_logged or connection.allow_thread_sharing:
+            return self.library_cursor(lambda raw: _new_cursor(raw, unprepared=True))
+        kept: _KeptCursor | None = getattr(connection, _KEPT, None)
+        if kept is not None and kept.busy:
+            # A statement inside another's ``with`` block: its own cursor, so neither
+            # reads the other's result.
+            return self.library_cursor(lambda raw: _new_cursor(raw, unprepared=False))
+        connection.close_if_health_check_failed()
+        connection.ensure_connection()
+        connection.validate_thread_sharing()
+        raw = connection.connection
+        if kept is None or kept.cursor.connection is not raw or kept.cursor.closed:
+            with connection.wrap_database_errors:
+                kept = _KeptCursor(_new_cursor(raw, unprepared=False), connection)
+            setattr(connection, _KEPT, kept)
+        return kept
 
     def execute_rows(
         self,
@@ -116,6 +133,36 @@ class PostgresDriver(Driver):
         from later_django.storage.postgres.listener import PostgresWakeChannel
 
         return PostgresWakeChannel(self.using)
+
+
+#: The attribute of a Django connection that holds its :class:`_KeptCursor`.
+_KEPT = "_later_kept_cursor"
+#: A kept cursor is closed (and a new one made for the next statement) after a
+#: result of more rows than this, so a large read's rows are not held in memory.
+KEEP_RESULT_ROWS = 1_000
+
+
+class _KeptCursor(CursorWrapper):
+    """Django's cursor wrapper (errors as Django's, ``execute_wrapper`` hooks) around
+    the one psycopg cursor a connection keeps for later_django's statements: the end
+    of a ``with`` block leaves it open for the next statement instead of closing it.
+    Making a cursor (its adapters, the binary list dumper) cost about a fifth of an
+    enqueue's Python time inside a transaction (docs/benchmarks.md, "A kept cursor").
+    Kept per Django connection, i.e. per thread; made again when the connection is
+    replaced; never kept for a connection shared between threads. Callers use it in
+    a ``with`` block: while one is open, a statement run meanwhile gets a cursor of
+    its own (``busy``)."""
+
+    busy = False
+
+    def __enter__(self) -> _KeptCursor:
+        self.busy = True
+        return self
+
+    def __exit__(self, kind: object, value: object, traceback: object) -> None:
+        self.busy = False
+        if self.cursor.rowcount > KEEP_RESULT_ROWS:
+            self.cursor.close()
 
 
 def _psycopg() -> Any:
