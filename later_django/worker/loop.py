@@ -20,7 +20,6 @@ running, due or ready.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from django.db import Error as DatabaseError
 
@@ -37,7 +36,6 @@ from later_django.worker.jobs import RunningJobs
 from later_django.worker.limited_claims import LimitedClaims
 from later_django.worker.options import WorkerContext
 from later_django.worker.process import Backoff, ProcessControl
-from later_django.worker.queue_news import QueueNews
 from later_django.worker.scheduler import Scheduler
 from later_django.worker.session import SessionSetup
 from later_django.worker.task_calls import announce_finished
@@ -63,10 +61,7 @@ class JobLoop:
         hand_back: HandBack,
         watch: ChangeWatch | None,
         limited: LimitedClaims | None = None,
-        heard: Callable[[], int] | None = None,
     ) -> None:
-        """``heard``: the listener's count of notifications for the namespace
-        (:class:`~later_django.worker.queue_news.QueueNews`); ``None`` without one."""
         self.context = context
         self.process = process
         self.jobs = jobs
@@ -86,7 +81,6 @@ class JobLoop:
         self.deadlines = Deadlines(context, jobs, process)
         self._last_claim_was_full = False
         self._queue_empty_at: float | None = None
-        self._news = QueueNews(heard, IDLE_LOOK_SECONDS)
 
     def run(self) -> None:
         """Turns until a stop condition (see the module); database errors back off."""
@@ -103,8 +97,6 @@ class JobLoop:
         """One turn; returns whether the loop is done (max jobs, or the burst is over)."""
         self.process.alive()
         self._session.set_up()
-        if self.hand_back.pending:
-            self._news.forget()
         self.hand_back.flush()
         self.cancels.poll()
         self.deadlines.check()
@@ -174,10 +166,7 @@ class JobLoop:
             and not queue.has_ready(context.namespace, queue_names)
         ):
             return 0
-        if not self._news.worth_claiming(queue_names):
-            return 0
         batch_size = min(CLAIM_BATCH, free)
-        heard = self._news.heard()
         messages = queue.claim(
             context.namespace,
             queue_names,
@@ -186,7 +175,6 @@ class JobLoop:
             batch_size=batch_size,
         )
         self._last_claim_was_full = len(messages) == batch_size
-        self._news.claimed(queue_names, heard, short=len(messages) < batch_size)
         if not messages:
             return 0
         self.jobs.claimed(len(messages))
@@ -204,7 +192,6 @@ class JobLoop:
                 cancels=self.cancels.requests,
             )
         except DatabaseError:
-            self._news.forget()
             self.hand_back.unstarted([message.sequence for message in messages])
             raise
         self.jobs.launch(started)

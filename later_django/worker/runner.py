@@ -128,7 +128,6 @@ class Worker:
             hand_back=self.hand_back,
             watch=watch,
             limited=self.limited,
-            heard=None if listener is None else (lambda: listener.heard),
         )
         try:
             loop.run()

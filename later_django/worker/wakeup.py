@@ -55,9 +55,6 @@ class NotificationListener(threading.Thread):
         self.wake = wake
         self.stop = stop
         self.listening = threading.Event()
-        #: Notifications for the namespace heard so far (and one per subscription,
-        #: for what a reconnect may have missed): only this thread adds to it.
-        self.heard = 0
 
     def _send_probe(self) -> _Probe:
         # ":" never appears in a namespace, so no worker takes the probe for work.
@@ -77,7 +74,6 @@ class NotificationListener(threading.Thread):
                     probe = self._send_probe()
                     self.listening.set()
                     # A notification may have been missed while reconnecting.
-                    self.heard += 1
                     self.wake.set()
                     delay = 0.1
                     while not self.stop.is_set():
@@ -85,7 +81,6 @@ class NotificationListener(threading.Thread):
                         # this thread to close its connection.
                         for payload in subscription.payloads(LISTEN_WAIT_SECONDS):
                             if payload == self.namespace:
-                                self.heard += 1
                                 self.wake.set()
                             elif payload == probe.payload:
                                 probe.returned = True
