@@ -7,7 +7,9 @@ skipped, only when no server answers and ``LATER_REQUIRE_POSTGRES`` is unset;
 with the variable set (as ``.ci/run`` does) an unreachable server is an error.
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -68,6 +70,19 @@ SQLITE_DIRECTORY_IS_TEMPORARY = not os.environ.get("LATER_TEST_SQLITE_DIR")
 SQLITE_DIRECTORY = Path(
     os.environ.get("LATER_TEST_SQLITE_DIR") or tempfile.mkdtemp(prefix="later-")
 )
+
+
+def _remove_own_directory(directory: Path, creator: int) -> None:
+    """At exit, the temporary directory this process made: every process that loads
+    these settings without ``LATER_TEST_SQLITE_DIR`` (the suite's worker subprocesses)
+    makes one. Not from a forked child, which shares the module but not the directory."""
+    if os.getpid() == creator:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+if SQLITE_DIRECTORY_IS_TEMPORARY:
+    atexit.register(_remove_own_directory, SQLITE_DIRECTORY, os.getpid())
+
 SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
     "timeout": 20,
