@@ -217,8 +217,8 @@ class PartitionStore:
                 self._driver.execute(
                     self._q.job_run_at, {"at": at, "namespace": namespace, "job_id": job_id}
                 )
-            for topic, pid in affected:
-                where = {"namespace": namespace, "topic": topic, "partition_id": pid}
+            if affected:
+                where = {"namespace": namespace, "partitions": self._driver.list_param(affected)}
                 self._driver.execute(self._q.head_recompute, where)
                 self._driver.execute(self._q.head_delete_if_empty, where)
 
@@ -238,13 +238,8 @@ class PartitionStore:
             )
         else:
             params["exits"] = self._driver.list_param(gone)
-            rows = []
-            for topic, pid in partitions:
-                row = self._driver.fetch_one(
-                    self._q.next_rows, {**params, "topic": topic, "partition_id": pid}
-                )
-                if row is not None:
-                    rows.append(row)
+            params["partitions"] = self._driver.list_param(list(partitions))
+            rows = self._driver.fetch_all(self._q.next_rows, params)
         return [_following(row) for row in rows]
 
     # --- leases: the partition spelling of the one lease (self.leases) ---

@@ -110,3 +110,40 @@ def test_rendezvous_spreads_partitions_and_moves_few_when_a_worker_joins() -> No
     # Only partitions now preferred by the newcomer change hands.
     assert all(three[p] in (two[p], "w3") for p in partitions)
     assert any(owner == "w3" for owner in three.values())
+
+
+def _partition_statements(db_alias: str, call) -> int:  # type: ignore[no-untyped-def]
+    """How many statements on the partition tables ``call()`` ran."""
+    from django.db import connections
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connections[db_alias]) as captured:
+        call()
+    return sum("later_partition_" in query["sql"] for query in captured.captured_queries)
+
+
+def test_a_finish_reads_and_advances_its_partitions_in_as_many_statements_for_one_or_seven(
+    db_alias: str,
+) -> None:
+    """``next_rows`` and ``advance`` of a finish take the same number of statements for
+    one partition as for seven: one each on PostgreSQL; on SQLite one read, and three
+    writes (the rows deleted, the heads recomputed, the empty ones dropped). Before,
+    SQLite ran a read, a recompute and a drop per partition: 7 and 15 statements for
+    seven, inside the write lock the other worker processes wait for."""
+    store = stores_for(db_alias).partitions
+    store.enter(NAMESPACE, [_entry(n, f"J{n}", partition=n % 8) for n in range(1, 33)])
+
+    def counts(partitions: list, leaving: list[str]) -> tuple[int, int]:  # type: ignore[type-arg]
+        read = _partition_statements(
+            db_alias, lambda: store.next_rows(NAMESPACE, partitions, leaving, now_ms())
+        )
+        advanced = _partition_statements(
+            db_alias, lambda: store.advance(NAMESPACE, partitions, exits=leaving)
+        )
+        return read, advanced
+
+    one = counts([(TOPIC, 1)], ["J1"])
+    seven = counts([(TOPIC, p) for p in (2, 3, 4, 5, 6, 7, 0)], [f"J{n}" for n in range(2, 9)])
+    assert seven == one
+    # Each partition's head moved to its next row.
+    assert sorted(row[3] for row in heads(db_alias)) == sorted(f"J{n}" for n in range(9, 17))

@@ -58,6 +58,7 @@ class PartitionQueries:
     enter: str
     enter_notify: str
     advance: str
+    #: One statement per call on both (SQLite: the partitions as a JSON array).
     next_rows: str
     heads_materialize: str
     # Per partition or row (SQLite), in one write transaction.
@@ -65,6 +66,7 @@ class PartitionQueries:
     head_insert_if_absent: str
     jobs_delete: str
     job_run_at: str
+    # SQLite, every partition of a call at once (a JSON array of [topic, partition_id]).
     head_recompute: str
     head_delete_if_empty: str
     # Both shapes.
