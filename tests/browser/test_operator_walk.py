@@ -142,6 +142,16 @@ def test_a_job_page_fits_the_narrowest_phone(browser, seeded_site, output_direct
         log_in(page, seeded_site.base)
         page.goto(f"{seeded_site.base}{DASHBOARD}jobs/failed/")
         page.click("table.later-jobs tbody tr a >> nth=0")
+        page.wait_for_url("**/job/*/")
+        job_id = page.url.rstrip("/").rsplit("/", 1)[1]
+        title = page.locator("#content h1")
+        assert len(job_id) == 26 and job_id in title.inner_text()
+        # The title wraps inside its box (nothing overflows it), and the page is no
+        # wider than the screen.
+        assert title.evaluate("h1 => h1.scrollWidth <= h1.clientWidth"), title.inner_text()
+        box = title.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= 320, box
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 320
         shoot(page, output_directory, "page-job-320")
     finally:
         context.close()
