@@ -136,15 +136,30 @@ class Driver:
         """A cursor of the connection for later_django's statements."""
         return self.connection.cursor()
 
-    def library_cursor(self, make: Callable[[Any], Any]) -> Any:
-        """A cursor of the vendor's own library, ``make(raw connection)``, wrapped as
-        Django wraps its own (errors as Django's, the query log): what a driver uses
-        where Django's cursor class would add work to every statement."""
+    def ready_connection(self) -> BaseDatabaseWrapper:
+        """The alias's Django connection, health-checked and connected: what a cursor
+        of the vendor's own library runs on."""
         connection = self.connection
         connection.close_if_health_check_failed()
         connection.ensure_connection()
+        return connection
+
+    def library_cursor(
+        self,
+        make: Callable[[Any], Any],
+        wrap: Callable[[Any, BaseDatabaseWrapper], Any] | None = None,
+    ) -> Any:
+        """A cursor of the vendor's own library, ``make(raw connection)``, wrapped as
+        Django wraps its own (errors as Django's, the query log), or by ``wrap(cursor,
+        connection)``, a Django ``CursorWrapper`` class: what a driver uses where
+        Django's cursor class would add work to every statement."""
+        connection = self.ready_connection()
         with connection.wrap_database_errors:
-            return connection._prepare_cursor(make(connection.connection))
+            cursor = make(connection.connection)
+        if wrap is None:
+            return connection._prepare_cursor(cursor)  # checks the thread, as Django does
+        connection.validate_thread_sharing()
+        return wrap(cursor, connection)
 
     def execute(self, sql: str, params: Params | None = None) -> int:
         """Runs one statement; returns the number of rows it changed."""

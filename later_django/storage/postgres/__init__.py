@@ -51,20 +51,18 @@ class PostgresDriver(Driver):
         nothing instead: Django 5.2 logs a prepared statement's text as None."""
         connection = self.connection
         if connection.queries_logged or connection.allow_thread_sharing:
-            return self.library_cursor(lambda raw: _new_cursor(raw, unprepared=True))
+            return self.library_cursor(_unprepared_new_cursor)
         kept: _KeptCursor | None = getattr(connection, _KEPT, None)
         if kept is not None and kept.busy:
             # A statement inside another's ``with`` block: its own cursor, so neither
             # reads the other's result.
-            return self.library_cursor(lambda raw: _new_cursor(raw, unprepared=False))
-        connection.close_if_health_check_failed()
-        connection.ensure_connection()
-        connection.validate_thread_sharing()
-        raw = connection.connection
+            return self.library_cursor(_new_cursor)
+        raw = self.ready_connection().connection
         if kept is None or kept.cursor.connection is not raw or kept.cursor.closed:
-            with connection.wrap_database_errors:
-                kept = _KeptCursor(_new_cursor(raw, unprepared=False), connection)
+            kept = self.library_cursor(_new_cursor, wrap=_KeptCursor)
             setattr(connection, _KEPT, kept)
+        else:
+            connection.validate_thread_sharing()
         return kept
 
     def execute_rows(
@@ -172,7 +170,7 @@ def _psycopg() -> Any:
     return psycopg
 
 
-def _new_cursor(connection: Any, *, unprepared: bool) -> Any:
+def _new_cursor(connection: Any, *, unprepared: bool = False) -> Any:
     """A psycopg ``Cursor`` (server-side binding; with ``unprepared`` one that never
     prepares) whose lists bind as binary arrays: in text form psycopg quotes every
     string of a list through a regular expression and spells every bytea in hex (tens
@@ -180,6 +178,10 @@ def _new_cursor(connection: Any, *, unprepared: bool) -> Any:
     cursor = (_unprepared_cursor() if unprepared else _psycopg().Cursor)(connection)
     cursor.adapters.register_dumper(list, _list_binary_dumper())
     return cursor
+
+
+def _unprepared_new_cursor(connection: Any) -> Any:
+    return _new_cursor(connection, unprepared=True)
 
 
 @functools.cache
