@@ -227,7 +227,7 @@ class PartitionStore:
     ) -> list[tuple[HeadClaim, int]]:
         """Each of ``partitions``' lowest row other than ``exits``, as a claim (epoch 0,
         stage from the job's index row, with its record) and its earliest run time:
-        what becomes the head once ``exits`` leave. One statement when batched."""
+        what becomes the head once ``exits`` leave. One statement."""
         if not partitions:
             return []
         gone = sorted(set(exits))
