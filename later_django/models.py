@@ -108,6 +108,9 @@ class DeliveryMessage(LaterModel):
     available_at = models.BigIntegerField()
     lease_owner = models.CharField(max_length=NAME_LENGTH, null=True)
     lease_until = models.BigIntegerField(null=True)
+    #: Claims not handed back (migration 0014): more than one on a job still
+    #: ``enqueued`` is an attempt lost before its start was written.
+    deliveries = models.IntegerField(default=0, db_default=0)
 
     class Meta:
         db_table = "later_delivery_queue"

@@ -203,15 +203,56 @@ def start_batch(
 
 @dataclass
 class BatchStart:
-    """A batch's start, decided but not yet written: ``started`` are the jobs to run,
-    :meth:`commit` writes every move of the batch (one transaction)."""
+    """A batch's start, decided at ``now`` but not yet written: ``started`` are the jobs
+    to run, :meth:`commit` writes every move of the batch (one transaction)."""
 
     started: list[StartedJob]
     writes: JobWrites
     worker: _Worker
+    messages: Sequence[ClaimedMessage]
+    now: int
 
     def commit(self) -> None:
         _commit_starts(self.writes, self.worker)
+
+    def commit_again(self) -> tuple[list[StartedJob], list[StartedJob]]:
+        """After :meth:`commit` failed while ``started`` already ran (decision 112):
+        writes the batch's start in one transaction opened by renewing this worker's
+        claims of every message of the batch, which is the fence. When all are still
+        held the batch is planned again from the records as stored, at the same
+        ``now`` (so an unchanged job gets the very record it runs with), and written;
+        otherwise nothing is written. Returns the jobs to launch now (started by the
+        new plan, not by the first) and the jobs to abandon (started by the first
+        plan and not by the new one, or every one when a claim was lost: their
+        outcomes must be dropped; their messages are redelivered once the claims
+        lapse, and the next claim counts the lost attempt). Raises the database
+        error, writing nothing."""
+        worker = self.worker
+        stores = worker.stores
+        sequences = [message.sequence for message in self.messages]
+        with transaction.atomic(using=stores.using, savepoint=False):
+            held = stores.queue.renew(worker.worker_id, sequences, worker.lease_ms)
+            if len(held) != len(sequences):
+                transaction.set_rollback(True, using=stores.using)
+                return [], list(self.started)
+            # The claim's record hints are from before the failed write: read again.
+            unhinted = [dataclasses.replace(message, record=None) for message in self.messages]
+            again = plan_batch(
+                unhinted,
+                stores=stores,
+                namespace=worker.namespace,
+                worker_id=worker.worker_id,
+                lease_ms=worker.lease_ms,
+                settings=worker.settings,
+                cancels=worker.cancels,
+                now=self.now,
+            )
+            again.commit()
+        first = {job.record.job_id for job in self.started}
+        planned = {job.record.job_id for job in again.started}
+        launch = [job for job in again.started if job.record.job_id not in first]
+        abandon = [job for job in self.started if job.record.job_id not in planned]
+        return launch, abandon
 
     def unstarted(self, messages: Sequence[ClaimedMessage]) -> list[int]:
         """The sequences of ``messages`` (the batch) whose job is not in ``started``."""
@@ -228,12 +269,15 @@ def plan_batch(
     lease_ms: int,
     settings: LaterSettings,
     cancels: Requests = cancellation.NONE,
+    now: int | None = None,
 ) -> BatchStart:
-    """Reads the batch's records and decides each message's move (see
-    :func:`start_batch`); writes nothing. The jobs in ``started`` go to their
-    threads only after :meth:`BatchStart.commit` (decision 77)."""
+    """Reads the batch's records and decides each message's move at ``now`` (default:
+    the clock; see :func:`start_batch`); writes nothing. The worker hands the jobs in
+    ``started`` to their threads, then writes the start with :meth:`BatchStart.commit`
+    (decision 112: a job lost before that write commits is counted by the next claim
+    of its message)."""
     worker = _Worker(stores, namespace, worker_id, lease_ms, settings, cancels)
-    now = now_ms()
+    now = now_ms() if now is None else now
     writes = JobWrites(namespace, owner=worker_id, lease_started_at_ms=now)
     commands = _job_commands(messages, writes)
     records = _claimed_records(commands, writes, worker, now)
@@ -247,7 +291,7 @@ def plan_batch(
             job = _start_message(writes, message, record, leases.get(record.job_id), now, worker)
             if job is not None:
                 started.append(job)
-    return BatchStart(started, writes, worker)
+    return BatchStart(started, writes, worker, messages, now)
 
 
 def _job_commands(
@@ -346,6 +390,16 @@ def _start_message(
             f"execution lease of attempt {record.attempts}",
         )
         moves.fail_attempt(writes, record, now, lost, worker.settings, _policy_or_none(record))
+        writes.count_attempt(record, None)
+        writes.ack(message.sequence)
+        return None
+    if record.stage == stages.ENQUEUED and message.deliveries > 1:
+        why = (
+            f"its message was delivered {message.deliveries} times and no start was "
+            "written: an earlier claimer stopped before writing it (its task may have begun)"
+        )
+        policy = _policy_or_none(record)
+        moves.fail_unwritten_start(writes, record, now, why, worker.settings, policy)
         writes.count_attempt(record, None)
         writes.ack(message.sequence)
         return None

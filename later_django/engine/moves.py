@@ -24,12 +24,15 @@ from later_django.exceptions import (
     ParentFailed,
     StageMoveError,
     UnregisteredTaskError,
+    WorkerLost,
     class_path,
 )
 from later_django.storage.partitions import PartitionEntry
 from later_django.storage.types import Delete, JobIndexRow, Set
 
 REGULAR = "regular"
+#: The worker of an attempt whose start was never written (its claimer is not known).
+UNKNOWN_WORKER = "unknown"
 SEQUENTIAL = "sequential"
 
 
@@ -221,6 +224,23 @@ def refuse_unregistered(
     _begin_attempt(writes, record, now, worker_id)
     failure = JobError(class_path(UnregisteredTaskError), str(error), now, record.attempts)
     fail_attempt(writes, record, now, failure, settings, retryable=False)
+
+
+def fail_unwritten_start(
+    writes: JobWrites,
+    record: JobRecord,
+    now: int,
+    why: str,
+    settings: LaterSettings,
+    task_policy: RetryPolicy | None = None,
+) -> None:
+    """enqueued -> running -> requeued or failed: the attempt of a worker lost between
+    its claim of the job's message and the commit of the job's start (decision 112).
+    The attempt counts, as its task may have begun; it fails as ``WorkerLost`` (``why``
+    its text) under an unknown worker, and the retry policy decides what follows."""
+    _begin_attempt(writes, record, now, UNKNOWN_WORKER)
+    failure = JobError(class_path(WorkerLost), why, now, record.attempts)
+    fail_attempt(writes, record, now, failure, settings, task_policy)
 
 
 def _finish(

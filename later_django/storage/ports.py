@@ -289,7 +289,8 @@ class QueuePort(Protocol):
         batch_size: int = 16,
     ) -> list[ClaimedMessage]:
         """Leases ready messages of ``queue_names`` to ``owner`` for ``lease_ms``; ``None``:
-        of every queue of the namespace, whatever its name."""
+        of every queue of the namespace, whatever its name. Counts each message's
+        delivery in the same statement (``ClaimedMessage.deliveries``)."""
 
     def has_ready(self, namespace: str, queue_names: Sequence[str] | None) -> bool:
         """Whether a claim of ``queue_names`` (``None``: every queue) would find a message now:
@@ -314,8 +315,9 @@ class QueuePort(Protocol):
         when its lease has lapsed: the next claim takes it and drops it if its job is gone."""
 
     def nack(self, owner: str, sequences: Sequence[int], delay_ms: int = 0) -> int:
-        """Hands the messages ``owner`` still leases back, ready again at now + ``delay_ms``;
-        returns how many. Raises ``ValueError`` for a negative ``delay_ms``."""
+        """Hands the messages ``owner`` still leases back, ready again at now + ``delay_ms``,
+        their claims' deliveries taken back; returns how many. Raises ``ValueError`` for
+        a negative ``delay_ms``."""
 
     def depth(self, namespace: str, queue_name: str | None = None) -> int:
         """Ready (unleased) messages of ``queue_name``, or of every queue of ``namespace``

@@ -128,7 +128,9 @@ class SqlDeliveryQueue:
         for ``lease_ms``.
 
         Ready: in ``namespace``, due, and unleased or with a lapsed lease. With at
-        least ``batch_size`` ready it takes ``batch_size``, else one. On PostgreSQL
+        least ``batch_size`` ready it takes ``batch_size``, else one. Each claimed
+        message's ``deliveries`` grows by one in the same statement
+        (:attr:`ClaimedMessage.deliveries`, the new count). On PostgreSQL
         the same statement reads the job record each message names
         (:attr:`ClaimedMessage.record`; migration 0008). One statement
         (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so concurrent claimers never wait
@@ -203,8 +205,9 @@ class SqlDeliveryQueue:
         return self._driver.execute(self._q.delete_unclaimed, {"sequence": sequence}) > 0
 
     def nack(self, owner: str, sequences: Sequence[int], delay_ms: int = 0) -> int:
-        """Hands the messages ``owner`` still leases back, ready again at now + ``delay_ms``;
-        returns how many. Raises ``ValueError`` for a negative ``delay_ms``."""
+        """Hands the messages ``owner`` still leases back, ready again at now + ``delay_ms``,
+        each with its claim's delivery taken back (``deliveries`` one less, never below
+        0); returns how many. Raises ``ValueError`` for a negative ``delay_ms``."""
         if _int("delay_ms", delay_ms) < 0:
             raise ValueError(f"delay_ms must be 0 or more, not {delay_ms!r}")
         wanted = _sequences(sequences)
@@ -257,12 +260,12 @@ def _publish_rows(
 
 
 def _claimed_message(row: Sequence[Any]) -> ClaimedMessage:
-    """A claimed row; two more columns where the claim read the record too (the
-    key it looked up, its value)."""
+    """A claimed row (``COLUMNS``); two more columns where the claim read the record
+    too (the key it looked up, its value)."""
     sequence, queue_name, payload, priority, available_at, lease_owner, lease_until = row[:7]
     record = None
-    if len(row) > 7 and row[7] is not None:
-        record = (row[7], None if row[8] is None else as_bytes(row[8]))
+    if len(row) > 8 and row[8] is not None:
+        record = (row[8], None if row[9] is None else as_bytes(row[9]))
     return ClaimedMessage(
         sequence=sequence,
         queue_name=queue_name,
@@ -271,6 +274,7 @@ def _claimed_message(row: Sequence[Any]) -> ClaimedMessage:
         available_at_ms=available_at,
         lease_owner=lease_owner,
         lease_until_ms=lease_until,
+        deliveries=row[7],
         record=record,
     )
 

@@ -292,7 +292,9 @@ class ClaimedMessage:
 
     ``record``: where the claim also read the job record the payload names
     (PostgreSQL, migration 0008), the key it looked up and its live value
-    (``None``: absent); a hint the reader checks against the key it computes."""
+    (``None``: absent); a hint the reader checks against the key it computes.
+    ``deliveries`` above 1 on a job still ``enqueued``: an earlier claim's worker was
+    lost before it wrote the job's start (decision 112)."""
 
     sequence: int
     queue_name: str
@@ -301,4 +303,6 @@ class ClaimedMessage:
     available_at_ms: int
     lease_owner: str
     lease_until_ms: int
+    #: Claims of the message not handed back, this one included (migration 0014).
+    deliveries: int = 1
     record: tuple[str, bytes | None] | None = None

@@ -114,6 +114,19 @@ class RunningJobs:
                 self.abandoned.add(job.record.job_id)
             return due
 
+    def abandon(self, started: Sequence[StartedJob]) -> None:
+        """Takes ``started`` out of flight as :meth:`abandon_past_deadline` does: their
+        outcome, if it comes or has come, is dropped; their leases are not renewed."""
+        ids = {job.record.job_id for job in started}
+        with self._lock:
+            for job_id in ids:
+                self.in_flight.pop(job_id, None)
+                self.abandoned.add(job_id)
+            kept = [done for done in self.completed if done.started.record.job_id not in ids]
+            if len(kept) != len(self.completed):
+                self.completed.clear()
+                self.completed.extend(kept)
+
     def busy_queues(self) -> dict[str, int]:
         """Jobs in flight per queue (queues with none left out)."""
         with self._lock:

@@ -4,8 +4,8 @@ Each turn, on the main thread's connection and in batches: hand back what an
 earlier failed start left claimed; write the outcomes that completed since the
 last turn (one transaction, which also starts the next heads of the
 partitions those jobs ran on); claim up to CLAIM_BATCH messages (never more
-than free threads), write their start (one transaction) and hand their jobs
-to the job threads; claim partition heads
+than free threads), hand their jobs to the job threads and write their start
+(one transaction; :mod:`~later_django.worker.start_writes`); claim partition heads
 (:mod:`~later_django.worker.heads`); run the periodic work
 (:mod:`~later_django.worker.scheduler`). With nothing claimed it waits for
 work (:mod:`~later_django.worker.wakeup`) at most IDLE_LOOK_SECONDS. A
@@ -26,7 +26,7 @@ from django.db import Error as DatabaseError
 from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.engine.cancellation import POLL_SECONDS
-from later_django.engine.execution import finish_and_continue, start_batch
+from later_django.engine.execution import finish_and_continue, plan_batch
 from later_django.worker.cancel_watch import CancelWatch
 from later_django.worker.claim_queues import NOTHING, ClaimQueues
 from later_django.worker.deadlines import Deadlines
@@ -38,6 +38,7 @@ from later_django.worker.options import WorkerContext
 from later_django.worker.process import Backoff, ProcessControl
 from later_django.worker.scheduler import Scheduler
 from later_django.worker.session import SessionSetup
+from later_django.worker.start_writes import StartWrites
 from later_django.worker.task_calls import announce_finished
 from later_django.worker.wakeup import ChangeWatch, wait_for_work
 
@@ -79,6 +80,7 @@ class JobLoop:
         )
         self.cancels = CancelWatch(context, jobs, heads)
         self.deadlines = Deadlines(context, jobs, process)
+        self.starts = StartWrites(jobs)
         self._last_claim_was_full = False
         self._queue_empty_at: float | None = None
 
@@ -141,8 +143,9 @@ class JobLoop:
 
     def _claim_queue(self) -> int:
         """Claims ready messages and starts their jobs: of the plain queues, then of
-        the limited ones (:class:`LimitedClaims`); a failed start hands the messages
-        back (:class:`HandBack`) and raises."""
+        the limited ones (:class:`LimitedClaims`); a failed plan hands the messages
+        back (:class:`HandBack`) and raises, a failed start write waits in
+        :class:`StartWrites` and raises."""
         claimed = self._claim_plain()
         if self.limited.queues and self.jobs.free_slots() > 0:
             self._queues.current()  # the paused set, fresh
@@ -179,10 +182,7 @@ class JobLoop:
             return 0
         self.jobs.claimed(len(messages))
         try:
-            # Written before the jobs run, not while: a job that kills its process
-            # in its first milliseconds must leave its attempt behind, or a poison
-            # job would be delivered again and again as attempt 1 (decision 77).
-            started = start_batch(
+            start = plan_batch(
                 messages,
                 stores=context.stores,
                 namespace=context.namespace,
@@ -194,17 +194,24 @@ class JobLoop:
         except DatabaseError:
             self.hand_back.unstarted([message.sequence for message in messages])
             raise
-        self.jobs.launch(started)
-        if started:
+        # The jobs run while their start is written: a job that kills its process
+        # before that write commits is counted by its message's next claim, which
+        # sees a second delivery of a job still enqueued (decision 112).
+        self.jobs.launch(start.started)
+        if start.started:
             # The GIL to the job threads just woken: else the first waits until
             # this thread's next I/O or the interpreter's 5 ms switch interval.
             time.sleep(0)
+        self.starts.commit(start)
         return len(messages)
 
     def finish_completed(self) -> None:
         """Writes the outcomes completed so far in one transaction, which also starts
         the next heads of their partitions (into the slots they free; none once
-        stopping), then announces the finished jobs. A failed write keeps them."""
+        stopping), then announces the finished jobs. A failed write keeps them.
+        First, the start of any batch whose start write failed (a job's start
+        commits before its outcome)."""
+        self.starts.flush()
         if not self.jobs.completed:
             return
         outcomes = self.jobs.begin_writing()

@@ -103,6 +103,14 @@ def sleep_past_timeout(path: str, label: str, seconds: float) -> str:
     return label
 
 
+@task(takes_context=True, retry={"max_retries": 1, "backoff": "immediate"})
+def exit_process_at_once(context: TaskContext, path: str, label: str) -> None:
+    """A poison job: writes a ``run`` line, then ends its process at once (no clean-up,
+    no outcome), at every attempt."""
+    append_line(path, {"label": label, "event": "run", "attempt": context.attempt})
+    os._exit(3)
+
+
 @task
 def fail_always(path: str, label: str) -> None:
     """Writes a ``run`` line and raises ``ValueError``, at every attempt."""

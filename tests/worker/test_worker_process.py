@@ -375,6 +375,38 @@ def test_job_of_a_sigkilled_worker_runs_again_on_another_worker_after_the_lease_
     assert starts[1]["at"] - starts[0]["at"] < 15
 
 
+def test_a_job_that_ends_its_process_at_once_fails_after_its_retries(
+    alias: str, workers: Workers, lines: Path
+) -> None:
+    """A poison job ends its worker process in its first line, perhaps before its start
+    write commits (decision 112): each attempt is counted all the same, from the
+    record or from the message's second delivery, so it fails as ``WorkerLost`` after
+    its one retry instead of being delivered again and again as attempt 1."""
+    job = tasks.exit_process_at_once.enqueue(str(lines), "poison")
+    # One worker after another, each ended by the job (at most one per attempt and
+    # one more for the failure; a job delivered again as attempt 1 would need more).
+    for _ in range(3):
+        worker = workers.start(alias, "--lease-seconds", "1")
+        wait_for(
+            lambda: finished(job) or worker.process.poll() is not None,  # noqa: B023
+            START_SECONDS,
+            "the job ended the worker, or failed",
+            workers,
+        )
+        if finished(job):
+            break
+        assert worker.wait_exit(5) == 3, workers.logs()
+    done = finished(job)
+    assert done is not None, workers.logs()
+
+    assert done.status == TaskResultStatus.FAILED, workers.logs()
+    assert done.attempts == 2
+    assert [error.exception_class_path for error in done.errors] == [
+        "later_django.exceptions.WorkerLost"
+    ] * 2
+    assert [line["attempt"] for line in events(lines, "run", "poison")] == [1, 2]
+
+
 def test_sigterm_lets_the_running_job_finish_exits_0_and_leaves_queued_jobs_unclaimed(
     alias: str, workers: Workers, lines: Path
 ) -> None:

@@ -4,7 +4,9 @@ Variable-length lists (``queue_names``, ``sequences``) are one bound parameter.
 
 The ready predicate of a claim is: due (``available_at <= now``) and either
 never leased or leased with a lapsed lease (``lease_until <= now``), which is
-how a claim takes back the messages of a consumer that stopped renewing.
+how a claim takes back the messages of a consumer that stopped renewing. A
+claim adds one to ``deliveries`` and a hand-back takes it away again (migration
+0014), so the count says how many claims ended without an ack or a hand-back.
 The claim index ``later_delivery_queue_claim_idx`` is walked in claim order
 (``namespace, priority DESC, sequence``) and carries the filter columns.
 """
@@ -17,7 +19,9 @@ from later_django.storage.driver import RowsStatement
 #: payload is the namespace. Statements bind it as the parameter ``channel``.
 WAKE_CHANNEL = "later_django"
 
-COLUMNS = "sequence, queue_name, payload, priority, available_at, lease_owner, lease_until"
+COLUMNS = (
+    "sequence, queue_name, payload, priority, available_at, lease_owner, lease_until, deliveries"
+)
 
 INSERT_INTO = (
     "INSERT INTO later_delivery_queue (namespace, queue_name, payload, priority, available_at) "
@@ -56,7 +60,7 @@ class QueueQueries:
     renew: str
     #: (owner, sequences)
     ack: str
-    #: (available_at, owner, sequences)
+    #: (available_at, owner, sequences); takes back the claim's delivery.
     nack: str
     #: (channel, namespace): the final ``SELECT`` of a combined write that wakes the
     #: listening workers; only drivers that combine statements (PostgreSQL) have it.

@@ -36,9 +36,10 @@ class PostgresQueueQueries(QueueQueries):
     # SKIP LOCKED`` keeps concurrent claimers off each other's rows. A NULL
     # ``queue_names`` claims from every queue (migration 0006). Since 0008 the
     # claim is ``later_claim_with_records``: the same claim, plus the key and live
-    # value of the job record each message's payload names (a hint; see 0008).
+    # value of the job record each message's payload names (a hint; see 0008);
+    # since 0014 ``later_claim_counted``, which also counts the delivery.
     claim = (
-        f"SELECT {COLUMNS}, record_key, record FROM later_claim_with_records(%(namespace)s, "
+        f"SELECT {COLUMNS}, record_key, record FROM later_claim_counted(%(namespace)s, "
         "%(queue_names)s, %(now)s, %(batch_size)s, %(owner)s, %(lease_until)s)"
     )
     has_ready = (
@@ -57,7 +58,8 @@ class PostgresQueueQueries(QueueQueries):
     )
     nack = (
         "UPDATE later_delivery_queue "
-        "SET lease_owner = NULL, lease_until = NULL, available_at = %(available_at)s "
+        "SET lease_owner = NULL, lease_until = NULL, available_at = %(available_at)s, "
+        "deliveries = GREATEST(deliveries - 1, 0) "
         "WHERE lease_owner = %(owner)s AND sequence = ANY(%(sequences)s)"
     )
     wake_tail = "SELECT pg_notify(%(channel)s, %(namespace)s)"

@@ -24,7 +24,8 @@ WITH candidates AS MATERIALIZED (
     ORDER BY priority DESC, sequence
     LIMIT %(batch_size)s
 )
-UPDATE later_delivery_queue SET lease_owner = %(owner)s, lease_until = %(lease_until)s
+UPDATE later_delivery_queue
+SET lease_owner = %(owner)s, lease_until = %(lease_until)s, deliveries = deliveries + 1
 WHERE sequence IN (
     SELECT sequence FROM candidates
     ORDER BY priority DESC, sequence
@@ -61,6 +62,7 @@ class SqliteQueueQueries(QueueQueries):
     )
     nack = (
         "UPDATE later_delivery_queue "
-        "SET lease_owner = NULL, lease_until = NULL, available_at = %(available_at)s "
+        "SET lease_owner = NULL, lease_until = NULL, available_at = %(available_at)s, "
+        "deliveries = max(deliveries - 1, 0) "
         "WHERE lease_owner = %(owner)s AND sequence IN " + _SEQUENCES
     )

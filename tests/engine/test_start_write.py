@@ -1,12 +1,14 @@
-"""A claimed job goes to its thread only once its start is written (``JobLoop``).
+"""A claimed job runs while its start is written, and no attempt goes uncounted.
 
-The start (record ``running`` with the attempt, index row, execution lease) commits
-before the task's first line: a job that kills its process at once leaves its
-attempt behind, so a poison job is counted, not delivered again and again as
-attempt 1. These tests hold that write back, or make it fail, through Django's
-``execute_wrapper`` on the worker's connection (the worker's main loop runs on the
-test's thread here), and check that the task had not begun and what the database
-ends with. The planning half (``plan_batch``) writes nothing.
+The worker hands a planned batch's jobs to their threads, then writes the start
+(record ``running`` with the attempt, index row, execution lease; decision 112). A
+job whose process dies before that write commits leaves its attempt in its
+message's delivery count: the next claim sees a second delivery of a job still
+``enqueued`` and records the lost attempt (``WorkerLost``), so a poison job is
+counted, not delivered again and again as attempt 1. A start write that fails is
+written again, under the batch's claims, before any outcome. The worker's own
+tests hold that write back, or make it fail, through Django's ``execute_wrapper``
+on the worker's connection (its main loop runs on the test's thread here).
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from tests.engine.support import NAMESPACE, row_counts, run_burst
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
-#: How long the held start write waits to see whether the task begins (it must not).
-TASK_START_SECONDS = 0.5
+#: How long the held start write waits to see whether the task begins (it does).
+TASK_START_SECONDS = 2.0
 START_WRITE = "INSERT INTO later_job_execution"
+WORKER_LOST = "later_django.exceptions.WorkerLost"
 
 
 class StartWriteHold:
@@ -83,24 +86,131 @@ def _assert_ran_once_and_succeeded(engine_db: str, job_id: str, started: Path) -
     assert counts == {"later_delivery_queue": 0, "later_job_execution": 0}
 
 
-def test_a_job_starts_on_its_thread_only_after_its_start_write(
-    engine_db: str, tmp_path: Path
-) -> None:
+def _options(stores: Any, worker_id: str = "planner") -> dict[str, Any]:
+    return {
+        "stores": stores,
+        "namespace": NAMESPACE,
+        "worker_id": worker_id,
+        "lease_ms": 30_000,
+        "settings": later_settings(),
+    }
+
+
+def test_a_job_begins_while_its_start_write_is_on_its_way(engine_db: str, tmp_path: Path) -> None:
     hold, job_id, started = _run_held(engine_db, tmp_path, fail=False)
 
-    assert hold.task_had_started is False
+    assert hold.task_had_started is True
     _assert_ran_once_and_succeeded(engine_db, job_id, started)
 
 
-def test_a_failed_start_write_hands_the_batch_back_unstarted(
+def test_a_failed_start_write_is_written_again_before_the_outcome(
     engine_db: str, tmp_path: Path
 ) -> None:
-    """Nothing of the batch ran: it is claimed again, started and run once, with
-    one attempt."""
+    """The job already runs when its start write fails: the worker writes the start
+    again at its next turn (its claim still held), then the outcome; the job ran
+    once, as attempt 1, and nothing is left behind."""
     hold, job_id, started = _run_held(engine_db, tmp_path, fail=True)
 
-    assert hold.task_had_started is False
+    assert hold.task_had_started is True
     _assert_ran_once_and_succeeded(engine_db, job_id, started)
+
+
+def test_a_second_delivery_of_a_job_still_enqueued_records_the_lost_attempt(
+    engine_db: str, tmp_path: Path
+) -> None:
+    """A worker claimed the message and stopped before writing the start (its claim
+    lapsed): the next claim is the message's second delivery, and its plan fails
+    that attempt as ``WorkerLost`` instead of starting attempt 1 again."""
+    stores = stores_for(engine_db)
+    enqueued = tasks.attempt_seen.enqueue(str(tmp_path / "attempts"))
+    [first] = stores.queue.claim(NAMESPACE, ["default"], "lost", 1, batch_size=1)
+    assert first.deliveries == 1
+    time.sleep(0.01)  # the 1 ms claim lapses: the claimer is gone
+
+    [second] = stores.queue.claim(NAMESPACE, ["default"], "planner", 30_000, batch_size=1)
+    start = plan_batch([second], **_options(stores))
+    start.commit()
+
+    assert second.sequence == first.sequence
+    assert second.deliveries == 2
+    assert start.started == []
+    record = decode_record(stores.kv.get(job_key(NAMESPACE, enqueued.id)))
+    assert record.attempts == 1
+    assert record.worker_ids == ["unknown"]
+    [error] = record.errors
+    assert error.exception_class_path == WORKER_LOST
+    assert error.attempt == 1
+    assert "delivered 2 times and no start was written" in error.traceback
+    # The task's retry policy (one retry, at once) decides what follows.
+    assert record.stage == "enqueued"
+    assert row_counts(engine_db, ("later_delivery_queue", "later_job_execution")) == {
+        "later_delivery_queue": 1,
+        "later_job_execution": 0,
+    }
+    [retry] = stores.queue.claim(NAMESPACE, ["default"], "planner", 30_000, batch_size=1)
+    assert retry.sequence != first.sequence
+    assert retry.deliveries == 1
+
+
+def test_a_lost_attempt_without_retries_left_fails_the_job(engine_db: str) -> None:
+    stores = stores_for(engine_db)
+    enqueued = tasks.fail_once_without_retry.enqueue("x")
+    stores.queue.claim(NAMESPACE, ["default"], "lost", 1, batch_size=1)
+    time.sleep(0.01)
+
+    messages = stores.queue.claim(NAMESPACE, ["default"], "planner", 30_000, batch_size=1)
+    plan_batch(messages, **_options(stores)).commit()
+
+    record = decode_record(stores.kv.get(job_key(NAMESPACE, enqueued.id)))
+    assert (record.stage, record.attempts) == ("failed", 1)
+    assert [error.exception_class_path for error in record.errors] == [WORKER_LOST]
+    assert row_counts(engine_db, ("later_delivery_queue",)) == {"later_delivery_queue": 0}
+
+
+def test_a_handed_back_delivery_is_not_a_lost_attempt(engine_db: str) -> None:
+    """A hand-back (a plan that failed, a job another worker runs, the shutdown
+    timeout) takes its delivery back: the next claim is a first delivery again."""
+    stores = stores_for(engine_db)
+    enqueued = tasks.add.enqueue(1, 2)
+    [first] = stores.queue.claim(NAMESPACE, ["default"], "planner", 30_000, batch_size=1)
+    assert stores.queue.nack("planner", [first.sequence]) == 1
+
+    [again] = stores.queue.claim(NAMESPACE, ["default"], "planner", 30_000, batch_size=1)
+    start = plan_batch([again], **_options(stores))
+
+    assert again.deliveries == 1
+    assert [job.record.job_id for job in start.started] == [enqueued.id]
+
+
+def test_writing_a_start_again_needs_every_claim_of_the_batch(engine_db: str) -> None:
+    """``commit_again`` after a failed first write: while the claims are held it
+    writes the start (the running job keeps its record); once a claim was taken by
+    another worker it writes nothing and gives up every job of the batch."""
+    stores = stores_for(engine_db)
+    held = tasks.add.enqueue(1, 2)
+    messages = stores.queue.claim(NAMESPACE, ["default"], "planner", 30_000, batch_size=1)
+    start = plan_batch(messages, **_options(stores))
+
+    launch, abandon = start.commit_again()
+
+    assert (launch, abandon) == ([], [])
+    stored = decode_record(stores.kv.get(job_key(NAMESPACE, held.id)))
+    [job] = start.started
+    assert (stored.stage, stored.attempts) == ("running", 1)
+    assert stored.last_attempted_at_ms == job.record.last_attempted_at_ms == start.now
+
+    taken = tasks.add.enqueue(3, 4)
+    messages = stores.queue.claim(NAMESPACE, ["default"], "slow", 1, batch_size=1)
+    start = plan_batch(messages, **_options(stores, "slow"))
+    time.sleep(0.01)
+    stores.queue.claim(NAMESPACE, ["default"], "other", 30_000, batch_size=1)
+
+    launch, abandon = start.commit_again()
+
+    assert launch == []
+    assert [job.record.job_id for job in abandon] == [taken.id]
+    stored = decode_record(stores.kv.get(job_key(NAMESPACE, taken.id)))
+    assert (stored.stage, stored.attempts) == ("enqueued", 0)
 
 
 def test_a_planned_batch_writes_nothing_until_it_commits(engine_db: str) -> None:
