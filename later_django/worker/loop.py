@@ -4,8 +4,9 @@ Each turn, on the main thread's connection and in batches: hand back what an
 earlier failed start left claimed; write the outcomes that completed since the
 last turn (one transaction, which also starts the next heads of the
 partitions those jobs ran on); claim up to CLAIM_BATCH messages (never more
-than free threads), hand their jobs to the job threads and write their start
-(one transaction; :mod:`~later_django.worker.start_writes`); claim partition heads
+than free threads), write their start (one transaction) and hand their jobs to
+the job threads, in the order :mod:`~later_django.worker.start_writes` gives;
+claim partition heads
 (:mod:`~later_django.worker.heads`); run the periodic work
 (:mod:`~later_django.worker.scheduler`). With nothing claimed it waits for
 work (:mod:`~later_django.worker.wakeup`) at most IDLE_LOOK_SECONDS. A
@@ -80,7 +81,9 @@ class JobLoop:
         )
         self.cancels = CancelWatch(context, jobs, heads)
         self.deadlines = Deadlines(context, jobs, process)
-        self.starts = StartWrites(jobs)
+        self.starts = StartWrites(
+            jobs, hand_back, launch_first=not context.driver.serializes_writes
+        )
         self._last_claim_was_full = False
         self._queue_empty_at: float | None = None
 
@@ -144,8 +147,8 @@ class JobLoop:
     def _claim_queue(self) -> int:
         """Claims ready messages and starts their jobs: of the plain queues, then of
         the limited ones (:class:`LimitedClaims`); a failed plan hands the messages
-        back (:class:`HandBack`) and raises, a failed start write waits in
-        :class:`StartWrites` and raises."""
+        back (:class:`HandBack`) and raises, and so does a failed start write
+        (:class:`StartWrites`: handed back, or written again at the next turn)."""
         claimed = self._claim_plain()
         if self.limited.queues and self.jobs.free_slots() > 0:
             self._queues.current()  # the paused set, fresh
@@ -194,15 +197,7 @@ class JobLoop:
         except DatabaseError:
             self.hand_back.unstarted([message.sequence for message in messages])
             raise
-        # The jobs run while their start is written: a job that kills its process
-        # before that write commits is counted by its message's next claim, which
-        # sees a second delivery of a job still enqueued (decision 112).
-        self.jobs.launch(start.started)
-        if start.started:
-            # The GIL to the job threads just woken: else the first waits until
-            # this thread's next I/O or the interpreter's 5 ms switch interval.
-            time.sleep(0)
-        self.starts.commit(start)
+        self.starts.start(start)
         return len(messages)
 
     def finish_completed(self) -> None:

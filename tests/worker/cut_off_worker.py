@@ -13,7 +13,7 @@ unreachable for ``LATER_CUT_OFF_SECONDS`` (default 2), for real:
 So the plan fails (it reads the records) and so does the immediate hand-back; what the worker does
 with the claimed messages afterwards is what the test watches. With
 ``LATER_CUT_OFF_AT=start_write`` the database goes away later: once the batch is
-planned and its jobs launched, just before its start write.
+planned (PostgreSQL: and its jobs launched), just before its start write.
 """
 
 from __future__ import annotations
