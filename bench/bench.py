@@ -1232,7 +1232,11 @@ def markdown_table(lines: list[dict[str, Any]], peers: list[str]) -> str:
     rows: dict[str, dict[str, Any]] = {}  # label -> {"scenario": ..., system: value, ...}
 
     def cell(value: Any) -> str:
-        return "-" if value is None else f"{value:,}" if isinstance(value, int | float) else value
+        if value is None:
+            return "-"
+        if isinstance(value, dict):  # per way, e.g. enqueue_unique's ms_per_job
+            return ", ".join(f"{key} {cell(part)}" for key, part in value.items())
+        return f"{value:,}" if isinstance(value, int | float) else str(value)
 
     for line in lines:
         scenario = line["scenario"]
