@@ -5,7 +5,7 @@ PostgreSQL: execution leases (renew, release, read, purge) and worker heartbeat 
 from __future__ import annotations
 
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 
 from later_django.storage.execution import RunningExecution
 from later_django.storage.stores import stores_for
@@ -295,3 +295,21 @@ def test_worker_purge_dead_is_bounded_by_its_limit_and_spares_live_workers(
     assert executions.worker_purge_dead(NS, T + 1_000, 2) == 0
     assert worker_ids(db_alias) == ["alive", "at-cut-off"]
     assert worker_ids(db_alias, OTHER_NS) == ["dead-elsewhere"]
+
+
+def test_a_heartbeat_is_a_hot_update_on_postgres(postgres_alias: str) -> None:
+    """No index holds ``heartbeat_at`` (migration 0015), so a beat leaves no dead row
+    version for VACUUM. Counted inside one transaction, where PostgreSQL's
+    per-transaction statistics are exact."""
+    executions = stores_for(postgres_alias).executions
+    with transaction.atomic(using=postgres_alias):
+        executions.worker_heartbeat(NS, worker("w1", 1_000))
+        for beat in range(3):
+            executions.worker_heartbeat(NS, worker("w1", 2_000 + beat))
+        with connections[postgres_alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_stat_get_xact_tuples_updated('later_worker'::regclass), "
+                "pg_stat_get_xact_tuples_hot_updated('later_worker'::regclass)"
+            )
+            updated, hot = cursor.fetchone()
+    assert (updated, hot) == (3, 3)
