@@ -9,7 +9,7 @@ and the purge of dead rows find them through the primary key's leading
 ``namespace`` and filter the heartbeat on the rows. Reverse: the index again.
 """
 
-from django.db import migrations, models
+from django.db import migrations
 
 
 class Migration(migrations.Migration):
