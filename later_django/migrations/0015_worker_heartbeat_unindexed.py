@@ -2,7 +2,7 @@
 
 Every heartbeat (a third of the lease, per worker process) updates its row's
 ``heartbeat_at``; with that column indexed, PostgreSQL cannot make the update HOT,
-so each beat left a dead row version and index entry for VACUUM: 0.001–0.002 dead
+so each beat left a dead row version and index entry for VACUUM: 0.001 - 0.002 dead
 tuples per job at 200 jobs/s (``bench/bloat.py --quick --quick-rate 200``), written
 by time, not by jobs. The table holds a few rows per namespace; the live-worker list
 and the purge of dead rows find them through the primary key's leading

@@ -14,7 +14,7 @@ finish): a job's start always commits before its outcome.
 Where one writer at a time holds the database's write lock (SQLite), the start
 commits first and the jobs go to their threads after: job threads woken during the
 write compete with it for the interpreter and keep the lock held longer (the drain
-measured 7–8 % slower). A failed start write then hands the batch back unstarted.
+measured 7 - 8 % slower). A failed start write then hands the batch back unstarted.
 Main thread only.
 """
 
