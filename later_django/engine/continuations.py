@@ -33,8 +33,23 @@ def commit_releasing_children(writes: JobWrites, stores: Stores, settings: Later
         commit(writes, stores)
 
 
+def children_ranges(written: list[JobRecord], namespace: str) -> list[str]:
+    """The children ranges :func:`release_children` reads first for ``written``: those of
+    its finished jobs."""
+    return [
+        children_key(namespace, record.job_id)
+        for record in written
+        if record.stage in stages.FINISHED
+    ]
+
+
 def release_children(
-    writes: JobWrites, written: list[JobRecord], stores: Stores, settings: LaterSettings
+    writes: JobWrites,
+    written: list[JobRecord],
+    stores: Stores,
+    settings: LaterSettings,
+    *,
+    members: dict[str, list[bytes]] | None = None,
 ) -> None:
     """Moves the continuations of every finished job in ``written``, adding to ``writes``.
 
@@ -43,6 +58,10 @@ def release_children(
     its child first (and the child is seen here) or waits for this commit and
     then sees a finished parent. A child of a failed parent that runs only on
     success fails too, and so, in turn, do its own such children.
+
+    ``members``: the live members of :func:`children_ranges` of ``written``, when
+    the caller read them already in a statement begun after the parents' records
+    were written (the partition fence's); else they are read here.
     """
     now = now_ms()
     namespace = writes.namespace
@@ -51,16 +70,19 @@ def release_children(
     while parents:
         parents = [parent for parent in parents if parent.job_id not in seen]
         seen.update(parent.job_id for parent in parents)
-        ranges = stores.kv.range_members_many(
-            [children_key(namespace, parent.job_id) for parent in parents]
-        )
+        keys = [children_key(namespace, parent.job_id) for parent in parents]
+        if members is None:
+            ranges = stores.kv.range_members_many(keys)
+        else:
+            ranges = {key: members[key] for key in keys if key in members}
+            members = None
         if not ranges:
             return
-        parent_of_range = {children_key(namespace, parent.job_id): parent for parent in parents}
+        parent_of_range = dict(zip(keys, parents, strict=True))
         parent_of_child = {
             member.decode(): parent_of_range[key]
-            for key, members in ranges.items()
-            for member in members
+            for key, range_members in ranges.items()
+            for member in range_members
         }
         # Locked: a cancel of a waiting child (engine.cancellation) holds its row,
         # and is then seen here, rather than overwritten.

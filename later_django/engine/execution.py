@@ -42,7 +42,11 @@ from later_django.core.records import JobError, JobRecord, decode_record
 from later_django.core.retry import RetryPolicy
 from later_django.engine import cancellation, moves
 from later_django.engine.cancellation import CancelFlag, Requests
-from later_django.engine.continuations import commit_releasing_children, release_children
+from later_django.engine.continuations import (
+    children_ranges,
+    commit_releasing_children,
+    release_children,
+)
 from later_django.engine.partition_changes import PartitionChanges
 from later_django.engine.registry import resolve_task
 from later_django.engine.writes import JobWrites, commit, write_tables
@@ -53,7 +57,7 @@ from later_django.exceptions import (
     WorkerLost,
     class_path,
 )
-from later_django.storage.partitions import HeadClaim, Partition
+from later_django.storage.partitions import Fenced, HeadClaim, Partition
 from later_django.storage.stores import Stores
 from later_django.storage.types import ClaimedMessage, ExecutionLease
 
@@ -558,7 +562,8 @@ def finish_and_continue(
     Partition fence: the transaction checks, in one statement that also locks
     them, that this worker still holds the leases of the partition jobs among
     ``outcomes`` at the epochs they were started under. It is checked after the
-    outcomes are written (with the read of the next heads): when a lease was
+    outcomes are written (with the read of the next heads and of the finished
+    jobs' continuations, in that statement on PostgreSQL): when a lease was
     taken over, the whole transaction rolls back and the batch is written again
     with the fence first. An outcome whose lease is lost changes nothing (it is
     logged, and its record is returned unchanged, still ``running``).
@@ -594,20 +599,38 @@ def _finish_then_fence(
     writes = JobWrites(worker.namespace, owner=worker.worker_id)
     with transaction.atomic(using=stores.using, savepoint=False):
         records = _write_outcomes(writes, outcomes, kept, now, worker.settings)
-        _write_with_children(writes, worker)
-        confirmed, following = stores.partitions.fence_and_next(
+        parents = write_tables(writes, stores)
+        fenced = stores.partitions.fence_and_next(
             worker.namespace,
             worker.worker_id,
             {lease.fence for lease in held},
             now_ms() + worker.lease_ms,
             writes.partitions.exits,
             now,
+            ranges=children_ranges(parents, worker.namespace),
         )
-        if confirmed != kept:
+        if fenced.kept != kept:
             transaction.set_rollback(True, using=stores.using)
             return None
+        following = fenced.following
+        if fenced.members:
+            following = _release_fenced_children(writes, parents, fenced, worker, now)
         started = _continue_partitions(writes, following, held, slots, worker)
     return records, started
+
+
+def _release_fenced_children(
+    writes: JobWrites, parents: list[JobRecord], fenced: Fenced, worker: _Worker, now: int
+) -> list[tuple[HeadClaim, int]]:
+    """Moves the continuations the fence found (their writes made, the partition
+    changes kept in ``writes``), then reads the fenced partitions' next rows again:
+    a continuation made ready may be one of them, and its stage has just changed."""
+    stores = worker.stores
+    release_children(writes, parents, stores, worker.settings, members=fenced.members)
+    write_tables(writes, stores)
+    return stores.partitions.next_rows(
+        worker.namespace, sorted(fenced.kept), writes.partitions.exits, now
+    )
 
 
 def _fence_then_finish(

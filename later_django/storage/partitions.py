@@ -25,7 +25,7 @@ opened here). Job record keys are ``core.keys.job_key_prefix`` + job id.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from later_django.core.keys import job_key_prefix
@@ -66,6 +66,18 @@ class HeadClaim:
     @property
     def partition(self) -> Partition:
         return (self.topic, self.partition_id)
+
+
+@dataclass(frozen=True)
+class Fenced:
+    """What :meth:`PartitionStore.fence_and_next` read under the fence."""
+
+    #: The partitions still held at the epoch asked for (their lease rows now locked).
+    kept: set[Partition]
+    #: Each kept partition's next row (a claim, epoch 0) and its earliest run time.
+    following: list[tuple[HeadClaim, int]]
+    #: The live members of each range asked for that has any, oldest first.
+    members: dict[str, list[bytes]] = field(default_factory=dict)
 
 
 class PartitionStore:
@@ -284,15 +296,22 @@ class PartitionStore:
         lease_until_ms: int,
         exits: Sequence[str],
         now_ms: int,
-    ) -> tuple[set[Partition], list[tuple[HeadClaim, int]]]:
-        """:meth:`fence` and :meth:`next_rows` of the partitions fenced (one statement
-        when batched): the partitions still held at their epoch, and their next rows."""
+        *,
+        ranges: Sequence[str] = (),
+    ) -> Fenced:
+        """:meth:`fence` and :meth:`next_rows` of the partitions fenced, and the live
+        members of ``ranges`` (those :meth:`KeyValueStore.range_members_many` would
+        return): one statement when batched, so a finish reads its jobs'
+        continuations without a round trip of its own. The members are read after
+        the fence, within the caller's transaction: a range written by a
+        transaction that committed before this statement began is seen."""
         wanted = sorted(set(held))
-        if not wanted:
-            return set(), []
+        if not wanted and not ranges:
+            return Fenced(set(), [])
         if not self._q.batched:
             kept = self.fence(namespace, owner, wanted, lease_until_ms)
-            return kept, self.next_rows(namespace, sorted(kept), exits, now_ms)
+            following = self.next_rows(namespace, sorted(kept), exits, now_ms)
+            return Fenced(kept, following, self._range_members(ranges, now_ms))
         rows = self._driver.fetch_all(
             self._q.fence_and_next,
             {
@@ -305,10 +324,30 @@ class PartitionStore:
                 "exits": sorted(set(exits)),
                 "prefix": job_key_prefix(namespace),
                 "now": now_ms,
+                "ranges": sorted(set(ranges)),
             },
         )
-        kept = {(topic, int(pid)) for topic, pid, *_ in rows}
-        return kept, [_following(row) for row in rows if row[3] is not None]
+        # A range member's row has no partition id (see the statement).
+        fenced = [row for row in rows if row[1] is not None]
+        members: dict[str, list[bytes]] = {}
+        for row in rows:
+            if row[1] is None:
+                members.setdefault(row[0], []).append(as_bytes(row[6]))
+        return Fenced(
+            {(topic, int(pid)) for topic, pid, *_ in fenced},
+            [_following(row) for row in fenced if row[3] is not None],
+            members,
+        )
+
+    def _range_members(self, ranges: Sequence[str], now_ms: int) -> dict[str, list[bytes]]:
+        """The live members of ``ranges`` by range, oldest first (unbatched drivers)."""
+        if not ranges:
+            return {}
+        params = {"keys": self._driver.list_param(sorted(set(ranges))), "now": now_ms}
+        members: dict[str, list[bytes]] = {}
+        for range_key, value in self._driver.fetch_all(self._q.range_members, params):
+            members.setdefault(range_key, []).append(as_bytes(value))
+        return members
 
     def materialize_heads(self, namespace: str, partitions: Iterable[Partition]) -> None:
         """Gives each of ``partitions`` that has rows but no head its lowest row as the

@@ -25,7 +25,7 @@ from later_django.storage.execution import RunningExecution
 from later_django.storage.job_index import QueuedMessage
 from later_django.storage.leases import Lease, Slot
 from later_django.storage.log import StoredRecord
-from later_django.storage.partitions import HeadClaim, Partition, PartitionEntry
+from later_django.storage.partitions import Fenced, HeadClaim, Partition, PartitionEntry
 from later_django.storage.types import (
     ClaimedMessage,
     ExecutionLease,
@@ -399,9 +399,13 @@ class PartitionPort(Protocol):
         lease_until_ms: int,
         exits: Sequence[str],
         now_ms: int,
-    ) -> tuple[set[Partition], list[tuple[HeadClaim, int]]]:
-        """:meth:`fence` and :meth:`next_rows` of the partitions fenced (one statement when
-        batched): the partitions still held at their epoch, and their next rows."""
+        *,
+        ranges: Sequence[str] = (),
+    ) -> Fenced:
+        """:meth:`fence` and :meth:`next_rows` of the partitions fenced, and the live members
+        of ``ranges`` (as ``range_members_many``), read after the fence in the caller's
+        transaction (one statement when batched): the partitions still held at their epoch,
+        their next rows, the members by range."""
 
     def materialize_heads(self, namespace: str, partitions: Iterable[Partition]) -> None:
         """Gives each of ``partitions`` that has rows but no head its lowest row as the head.

@@ -9,9 +9,9 @@ from django.db import connections
 
 from later_django.core.clock import now_ms
 from later_django.core.keys import job_key
-from later_django.storage.partitions import HeadClaim, PartitionEntry
+from later_django.storage.partitions import Fenced, HeadClaim, PartitionEntry
 from later_django.storage.stores import stores_for
-from later_django.storage.types import JobIndexRow
+from later_django.storage.types import JobIndexRow, RangeAdd, RangeRemove
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -137,7 +137,8 @@ def test_fence_and_next_keeps_only_partitions_held_at_their_epoch(
     store.release(NS, "me", [(TOPIC, 1)])
     assert store.take(NS, "other", [(TOPIC, 1)], now + 30_000, now) == {(TOPIC, 1): 2}
     held = [(TOPIC, 0, 1), (TOPIC, 1, 1), (TOPIC, 2, 1), (TOPIC, 3, 1)]
-    kept, following = store.fence_and_next(NS, "me", held, now + 90_000, ["A", "E"], now)
+    fenced = store.fence_and_next(NS, "me", held, now + 90_000, ["A", "E"], now)
+    kept, following = fenced.kept, fenced.following
     assert kept == {(TOPIC, 0), (TOPIC, 2)}
     # Partition 2 is fenced but has no row left once E exits.
     assert following == [(HeadClaim(TOPIC, 0, 2, "B", "requeued", 0, b"record-of-B"), filled + 2)]
@@ -156,12 +157,10 @@ def test_fence_and_next_with_a_stale_epoch_fences_nothing_and_changes_nothing(
     assert store.take(NS, "me", [(TOPIC, 0)], now + 30_000, now) == {(TOPIC, 0): 1}
     before = lease_state(db_alias)
     rows_before = snapshot(db_alias)
-    assert store.fence_and_next(NS, "me", [(TOPIC, 0, 2)], now + 90_000, [], now) == (set(), [])
-    assert store.fence_and_next(NS, "intruder", [(TOPIC, 0, 1)], now + 90_000, [], now) == (
-        set(),
-        [],
-    )
-    assert store.fence_and_next(NS, "me", [], now + 90_000, [], now) == (set(), [])
+    nothing = Fenced(set(), [], {})
+    assert store.fence_and_next(NS, "me", [(TOPIC, 0, 2)], now + 90_000, [], now) == nothing
+    assert store.fence_and_next(NS, "intruder", [(TOPIC, 0, 1)], now + 90_000, [], now) == nothing
+    assert store.fence_and_next(NS, "me", [], now + 90_000, [], now) == nothing
     assert lease_state(db_alias) == before
     assert snapshot(db_alias) == rows_before
 
@@ -171,7 +170,8 @@ def test_fence_and_next_agrees_with_fence_then_next_rows(db_alias: str, filled: 
     now = now_ms()
     store.take(NS, "me", [(TOPIC, 0), (TOPIC, 1)], now + 30_000, now)
     held = [(TOPIC, 0, 1), (TOPIC, 1, 1)]
-    kept, following = store.fence_and_next(NS, "me", held, now + 40_000, ["A"], now)
+    fenced = store.fence_and_next(NS, "me", held, now + 40_000, ["A"], now)
+    kept, following = fenced.kept, fenced.following
     assert kept == store.fence(NS, "me", held, now + 40_000)
     expected = store.next_rows(NS, sorted(kept), ["A"], now)
 
@@ -180,6 +180,38 @@ def test_fence_and_next_agrees_with_fence_then_next_rows(db_alias: str, filled: 
 
     assert sorted(following, key=key) == sorted(expected, key=key)
     assert [claim.job_id for claim, _ in sorted(following, key=key)] == ["B", "D"]
+
+
+def test_fence_and_next_reads_the_live_members_of_the_ranges_asked_for(
+    db_alias: str, filled: int
+) -> None:
+    """What ``range_members_many`` reads (live members, oldest first, ranges with none
+    left out), whether or not a partition is still held."""
+    stores = stores_for(db_alias)
+    stores.kv.apply(
+        [
+            RangeAdd("r1", b"z"),
+            RangeAdd("r1", b"a"),
+            RangeAdd("r2", b"dead", ttl_seconds=-1),
+            RangeAdd("r3", b"removed"),
+            RangeAdd("other", b"not-asked"),
+        ]
+    )
+    stores.kv.apply([RangeRemove("r3", b"removed")])
+    now = now_ms()
+    stores.partitions.take(NS, "me", [(TOPIC, 0)], now + 30_000, now)
+    ranges = ["r1", "r2", "r3", "absent"]
+    fenced = stores.partitions.fence_and_next(
+        NS, "me", [(TOPIC, 0, 1)], now + 40_000, ["A"], now, ranges=ranges
+    )
+    assert fenced.kept == {(TOPIC, 0)}
+    assert [claim.job_id for claim, _ in fenced.following] == ["B"]
+    assert fenced.members == {"r1": [b"z", b"a"]}
+    assert stores.kv.range_members_many(ranges) == fenced.members
+    lost = stores.partitions.fence_and_next(NS, "me", [(TOPIC, 0, 9)], now, [], now, ranges=ranges)
+    assert lost == Fenced(set(), [], {"r1": [b"z", b"a"]})
+    alone = stores.partitions.fence_and_next(NS, "me", [], now, [], now, ranges=["r1"])
+    assert alone == Fenced(set(), [], {"r1": [b"z", b"a"]})
 
 
 # --- runnable_head_exists ---

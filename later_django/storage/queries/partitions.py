@@ -72,5 +72,7 @@ class PartitionQueries:
     # Both shapes.
     heads_claim: str
     #: ``renew`` of the partition leases and, for each lease kept, its partition's
-    #: next row but the exits (batched only).
+    #: next row but the exits; then the live members of the ranges (batched only).
     fence_and_next: str
+    #: The live members of the ranges (a JSON array), read after the fence (SQLite).
+    range_members: str

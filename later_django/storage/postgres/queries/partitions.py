@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from later_django.storage.postgres import PostgresDriver
 from later_django.storage.postgres.queries.leases import PostgresLeaseQueries
+from later_django.storage.queries.kv import LIVE_MEMBER
 from later_django.storage.queries.leases import PARTITION_LEASES
 from later_django.storage.queries.partitions import (
     CLAIM_FROM,
@@ -106,13 +107,19 @@ class PostgresPartitionQueries(PartitionQueries):
         + _INDEX_AND_RECORD
     )
     # The partition leases' renew, and for each partition fenced its lowest row but
-    # the exits (NULLs when none), as next_rows.
+    # the exits (NULLs when none), as next_rows; then, as rows with no partition id,
+    # the live members of the ranges (the finished jobs' continuations), oldest first.
+    # The statement begins after the finish wrote its records, so a continuation
+    # whose enqueue held a parent's row lock until it committed is seen here.
     fence_and_next = (
         "WITH fenced AS ("
         + PostgresLeaseQueries().of(PARTITION_LEASES).renew
         + ") SELECT f.topic, f.partition_id, n.sequence, n.job_id, "
         "COALESCE(i.stage, 'enqueued'), n.earliest_run_at, s.value FROM fenced AS f "
-        "LEFT JOIN LATERAL " + _NEXT_OF.format(alias="f") + " ON true " + _INDEX_AND_RECORD
+        "LEFT JOIN LATERAL " + _NEXT_OF.format(alias="f") + " ON true " + _INDEX_AND_RECORD + " "
+        "UNION ALL (SELECT r.range_key, NULL, NULL, NULL, NULL, NULL, r.value "
+        "FROM later_storage_range AS r WHERE r.range_key = ANY(%(ranges)s::varchar[]) "
+        "AND " + LIVE_MEMBER + " ORDER BY r.range_key, r.sequence)"
     )
     # A head for each named partition that has rows but none (an enqueue that raced
     # with the partition's last head leaving).

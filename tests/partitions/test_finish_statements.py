@@ -1,0 +1,120 @@
+"""The statements of a partition finish that starts the next heads (``slots`` > 0):
+how many, and that the continuations read with the fence still move them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
+
+from later_django.api import continue_with, enqueue_to_partition
+from later_django.conf import later_settings
+from later_django.core.clock import now_ms
+from later_django.core.topics import partition_for_key
+from later_django.engine.execution import Outcome, StartedJob, finish_and_continue, start_heads
+from later_django.storage.stores import stores_for
+from tests.partitions import tasks
+from tests.partitions.conftest import NAMESPACE, PARTITIONS, TOPIC
+from tests.partitions.support import record_of
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+OWNER = "w"
+
+
+def _keys_on_distinct_partitions(count: int) -> list[str]:
+    keys: dict[int, str] = {}
+    n = 0
+    while len(keys) < count:
+        keys.setdefault(partition_for_key(f"k{n}", PARTITIONS), f"k{n}")
+        n += 1
+    return list(keys.values())
+
+
+def _start_heads(alias: str) -> list[StartedJob]:
+    """Takes every partition for ``OWNER`` and starts their runnable heads."""
+    stores = stores_for(alias)
+    now = now_ms()
+    stores.partitions.take(
+        NAMESPACE, OWNER, [(TOPIC, p) for p in range(PARTITIONS)], now + 30_000, now
+    )
+    claims = stores.partitions.claim_heads(NAMESPACE, OWNER, now, [], 16)
+    return start_heads(
+        claims,
+        stores=stores,
+        namespace=NAMESPACE,
+        worker_id=OWNER,
+        lease_ms=30_000,
+        settings=later_settings(),
+    )
+
+
+def _finish(alias: str, started: list[StartedJob]) -> tuple[list[StartedJob], list[str]]:
+    """Finishes ``started`` (successes) with slots for their next heads; returns the
+    jobs started and the statements run."""
+    with CaptureQueriesContext(connections[alias]) as captured:
+        _, following = finish_and_continue(
+            [Outcome(job, return_value=None) for job in started],
+            stores=stores_for(alias),
+            namespace=NAMESPACE,
+            worker_id=OWNER,
+            settings=later_settings(),
+            slots=8,
+        )
+    return following, [query["sql"] for query in captured.captured_queries]
+
+
+def _is_transaction_control(sql: str) -> bool:
+    return sql.strip().upper() in {"BEGIN", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"}
+
+
+def test_a_finish_reads_its_jobs_continuations_with_the_fence(part_db: str, tmp_path: Path) -> None:
+    """Three partitions, two jobs each: the finish of the three heads starts the three
+    next ones. On PostgreSQL it runs four statements (the outcomes, the fence with the
+    next rows and the finished jobs' continuations, the starts, the heads' advance);
+    before, the continuations were read in a statement of their own between the first
+    two. On SQLite (one statement per table and per lease, inside its write lock) the
+    continuations are read after the fence, the count pinned here."""
+    path = str(tmp_path / "lines")
+    keys = _keys_on_distinct_partitions(3)
+    for n in range(2):
+        for key in keys:
+            enqueue_to_partition(TOPIC, key, tasks.record_key, path, key, n)
+    started = _start_heads(part_db)
+    assert len(started) == 3
+
+    following, statements = _finish(part_db, started)
+
+    assert sorted(job.record.partition_id for job in following) == sorted(
+        job.record.partition_id for job in started
+    )
+    assert all(record_of(part_db, job.record.job_id).stage == "running" for job in following)
+    run = [sql for sql in statements if not _is_transaction_control(sql)]
+    ranges_read = [sql for sql in run if "later_storage_range" in sql]
+    if connections[part_db].vendor == "postgresql":
+        assert len(run) == 4, run
+        assert len(ranges_read) == 1 and "later_partition_lease" in ranges_read[0], run
+    else:
+        assert len(ranges_read) == 1, run
+
+
+def test_a_continuation_behind_its_parent_starts_in_the_parents_finish(
+    part_db: str, tmp_path: Path
+) -> None:
+    """The fence's statement finds the parent's continuation; once it is moved ready the
+    partition's next row is read again, so the child starts in the same transaction
+    (as when the continuations were read before the fence)."""
+    path = str(tmp_path / "lines")
+    parent = enqueue_to_partition(TOPIC, "k", tasks.record_key, path, "k", 0)
+    child = continue_with(parent, tasks.record_key, path, "k", 1)
+    [started] = _start_heads(part_db)
+    assert started.record.job_id == parent.id
+    assert record_of(part_db, child.id).stage == "waiting"
+
+    following, _ = _finish(part_db, [started])
+
+    assert record_of(part_db, parent.id).stage == "success"
+    assert [job.record.job_id for job in following] == [child.id]
+    assert record_of(part_db, child.id).stage == "running"
