@@ -138,7 +138,12 @@ class LeaseStore:
         if not wanted:
             return set()
         params = {**self._scope(scope), "owner": owner, "until": until_ms, "now": now_ms}
-        rows = self._each(self._q.renew, params, wanted, extra=["epoch"])
+        if self._binds_lists:
+            rows = self._each(self._q.renew, params, wanted, extra=["epoch"])
+        else:
+            # One statement either way: here the (slot..., epoch) rows as one list.
+            slots = self._driver.list_param(wanted)
+            rows = self._driver.fetch_all(self._q.renew, {**params, "slots": slots})
         return {self._slot(row) for row in rows}
 
     def release(

@@ -12,8 +12,9 @@ value is a named parameter:
   owner changes (an absent row starts at 1). Returns ``(slot..., epoch)``.
 * ``take_or_renew``: ``take`` that also extends the taker's own live leases
   (epoch kept), for holders that refresh all they want in one statement.
-* ``renew``: extends ``%(until)s`` only where owner *and* ``%(epoch)s`` still
-  match; returns the slots kept. Its row lock holds the lease until the
+* ``renew``: extends ``%(until)s`` only where owner *and* epoch still match, for
+  every slot in one statement (PostgreSQL: arrays; SQLite: ``%(slots)s``, a JSON
+  array of ``[slot..., epoch]``); returns the slots kept. Its row lock holds the lease until the
   transaction ends: run first in a transaction that must stay fenced.
 * ``release``/``release_all``: owner NULL, until 0 (the epoch is kept; the next
   taker raises it).
@@ -27,7 +28,8 @@ value is a named parameter:
 
 The vendor query classes (``storage/{postgres,sqlite}/queries/leases.py``) give
 how a list of slots binds: PostgreSQL one array per slot column (``unnest``),
-SQLite one statement per slot inside one write transaction.
+SQLite one statement per slot inside one write transaction (``renew``: one JSON
+array).
 """
 
 from __future__ import annotations
@@ -193,7 +195,8 @@ class LeaseQueries:
     """The lease statements of a table on this vendor (:meth:`of`)."""
 
     #: Whether ``take``/``renew``/``release`` bind every slot at once (arrays);
-    #: otherwise they bind one slot and run once per slot.
+    #: otherwise ``take``/``release`` bind one slot and run once per slot, and
+    #: ``renew`` binds every slot as one JSON array.
     binds_slot_lists: bool
 
     def of(self, table: LeaseTable) -> LeaseStatements:

@@ -1,5 +1,7 @@
 """SQLite lease statements: one slot per statement (the store runs them in one
-``BEGIN IMMEDIATE`` transaction, where a statement costs no round trip)."""
+``BEGIN IMMEDIATE`` transaction, where a statement costs no round trip), but
+``renew``, which takes every slot as one JSON array: it runs inside a finish's
+write lock, once per partition of the finish otherwise."""
 
 from __future__ import annotations
 
@@ -18,6 +20,29 @@ from later_django.storage.sqlite import SqliteDriver
 
 def _where(table: LeaseTable, *columns: str) -> str:
     return " AND ".join(f"{column} = %({column})s" for column in columns)
+
+
+def _renew(table: LeaseTable, touch: str) -> str:
+    """``renew`` of every slot at once: ``%(slots)s`` is a JSON array of ``[slot...,
+    epoch]``. The rows are found from the list (``CROSS JOIN`` keeps it the outer
+    loop), each by one probe of the table's key, whatever the table's statistics."""
+    t = table.name
+    columns = (*table.slot_columns, table.epoch)
+    matched = " AND ".join(
+        [
+            *(f"l.{column} = %({column})s" for column in table.scope),
+            *(
+                f"l.{column} = json_extract(b.value, '$[{index}]')"
+                for index, column in enumerate(columns)
+            ),
+            f"l.{table.owner} = %(owner)s",
+        ]
+    )
+    return (
+        f"UPDATE {t} SET {table.until} = %(until)s{touch} WHERE rowid IN ("
+        f"SELECT l.rowid FROM json_each(%(slots)s) AS b CROSS JOIN {t} AS l WHERE {matched}) "
+        f"RETURNING {', '.join(table.slot_columns)}"
+    )
 
 
 @SqliteDriver.register
@@ -39,12 +64,7 @@ class SqliteLeaseQueries(LeaseQueries):
             **shared_statements(table),
             take=insert + conflict_take(table),
             take_or_renew=insert + conflict_take(table, renew_own=True),
-            renew=(
-                f"UPDATE {table.name} SET {table.until} = %(until)s{touch} WHERE "
-                + _where(table, *table.scope, *table.slot_columns)
-                + f" AND {table.owner} = %(owner)s AND {table.epoch} = %(epoch)s "
-                f"RETURNING {', '.join(table.slot_columns)}"
-            ),
+            renew=_renew(table, touch),
             release=(
                 f"UPDATE {table.name} SET {table.owner} = NULL, {table.until} = 0{touch} WHERE "
                 + _where(table, *table.scope)
