@@ -3,10 +3,12 @@ how many, and that the continuations read with the fence still move them."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 from django.db import connections
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from later_django.api import continue_with, enqueue_to_partition
@@ -14,9 +16,10 @@ from later_django.conf import later_settings
 from later_django.core.clock import now_ms
 from later_django.core.topics import partition_for_key
 from later_django.engine.execution import Outcome, StartedJob, finish_and_continue, start_heads
+from later_django.storage.postgres import WORKER_PREPARE_THRESHOLD
 from later_django.storage.stores import stores_for
 from tests.partitions import tasks
-from tests.partitions.conftest import NAMESPACE, PARTITIONS, TOPIC
+from tests.partitions.conftest import NAMESPACE, PARTITIONS, TOPIC, TOPICS
 from tests.partitions.support import record_of
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -51,10 +54,14 @@ def _start_heads(alias: str) -> list[StartedJob]:
     )
 
 
-def _finish(alias: str, started: list[StartedJob]) -> tuple[list[StartedJob], list[str]]:
+def _finish(
+    alias: str, started: list[StartedJob], *, captured: bool = True
+) -> tuple[list[StartedJob], list[str]]:
     """Finishes ``started`` (successes) with slots for their next heads; returns the
-    jobs started and the statements run."""
-    with CaptureQueriesContext(connections[alias]) as captured:
+    jobs started and, when ``captured``, the statements run (capturing them runs
+    each unprepared)."""
+    capture = CaptureQueriesContext(connections[alias])
+    with capture if captured else nullcontext():
         _, following = finish_and_continue(
             [Outcome(job, return_value=None) for job in started],
             stores=stores_for(alias),
@@ -63,7 +70,7 @@ def _finish(alias: str, started: list[StartedJob]) -> tuple[list[StartedJob], li
             settings=later_settings(),
             slots=8,
         )
-    return following, [query["sql"] for query in captured.captured_queries]
+    return following, [query["sql"] for query in capture.captured_queries] if captured else []
 
 
 def _is_transaction_control(sql: str) -> bool:
@@ -120,3 +127,40 @@ def test_a_continuation_behind_its_parent_starts_in_the_parents_finish(
     assert record_of(part_db, parent.id).stage == "success"
     assert [job.record.job_id for job in following] == [child.id]
     assert record_of(part_db, child.id).stage == "running"
+
+
+def test_a_finishs_advance_runs_its_generic_plan_once_prepared(
+    postgres_alias: str, tmp_path: Path
+) -> None:
+    """A worker's statements are prepared (decision 106). PostgreSQL costs ``advance``'s
+    generic plan for arrays of 10 and a finish passes fewer, so it chose a custom plan
+    at every run, planning the statement each time (~1 ms, more than it then ran). The
+    fence's statement sets ``plan_cache_mode`` for the rest of the finish's transaction:
+    every run of the prepared ``advance`` uses the generic plan."""
+    connections[postgres_alias].close()  # a session with nothing prepared yet
+    later = {"NAMESPACE": NAMESPACE, "DATABASE": postgres_alias, "TOPICS": TOPICS}
+    try:
+        with override_settings(LATER=later):
+            connections[postgres_alias].ensure_connection()
+            stores_for(postgres_alias).driver.keep_statements_prepared()
+            path = str(tmp_path / "lines")
+            keys = _keys_on_distinct_partitions(2)
+            for n in range(8):
+                for key in keys:
+                    enqueue_to_partition(TOPIC, key, tasks.record_key, path, key, n)
+            started = _start_heads(postgres_alias)
+            finishes = 0
+            while started:
+                started, _ = _finish(postgres_alias, started, captured=False)
+                finishes += 1
+            assert finishes == 8
+            with connections[postgres_alias].cursor() as cursor:
+                cursor.execute(
+                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                    "WHERE statement LIKE 'WITH affected AS%%'"
+                )
+                [(generic, custom)] = cursor.fetchall()
+        # Prepared after its first WORKER_PREPARE_THRESHOLD runs (psycopg's count).
+        assert custom == 0 and generic >= finishes - WORKER_PREPARE_THRESHOLD, (generic, custom)
+    finally:
+        connections[postgres_alias].close()  # the next test's session prepares nothing

@@ -111,13 +111,16 @@ class PostgresPartitionQueries(PartitionQueries):
     # the live members of the ranges (the finished jobs' continuations), oldest first.
     # The statement begins after the finish wrote its records, so a continuation
     # whose enqueue held a parent's row lock until it committed is seen here.
+    # Each fenced row also sets plan_cache_mode for the rest of the transaction (see
+    # PartitionStore.fence_and_next): its last column, ignored.
     fence_and_next = (
         "WITH fenced AS ("
         + PostgresLeaseQueries().of(PARTITION_LEASES).renew
         + ") SELECT f.topic, f.partition_id, n.sequence, n.job_id, "
-        "COALESCE(i.stage, 'enqueued'), n.earliest_run_at, s.value FROM fenced AS f "
+        "COALESCE(i.stage, 'enqueued'), n.earliest_run_at, s.value, "
+        "set_config('plan_cache_mode', 'force_generic_plan', true) FROM fenced AS f "
         "LEFT JOIN LATERAL " + _NEXT_OF.format(alias="f") + " ON true " + _INDEX_AND_RECORD + " "
-        "UNION ALL (SELECT r.range_key, NULL, NULL, NULL, NULL, NULL, r.value "
+        "UNION ALL (SELECT r.range_key, NULL, NULL, NULL, NULL, NULL, r.value, NULL "
         "FROM later_storage_range AS r WHERE r.range_key = ANY(%(ranges)s::varchar[]) "
         "AND " + LIVE_MEMBER + " ORDER BY r.range_key, r.sequence)"
     )
