@@ -405,7 +405,8 @@ class PartitionPort(Protocol):
         """:meth:`fence` and :meth:`next_rows` of the partitions fenced, and the live members
         of ``ranges`` (as ``range_members_many``), read after the fence in the caller's
         transaction (one statement when batched): the partitions still held at their epoch,
-        their next rows, the members by range."""
+        their next rows, the members by range. On PostgreSQL, once a partition is kept, the
+        rest of the caller's transaction runs its prepared statements with generic plans."""
 
     def materialize_heads(self, namespace: str, partitions: Iterable[Partition]) -> None:
         """Gives each of ``partitions`` that has rows but no head its lowest row as the head.
