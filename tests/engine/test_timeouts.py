@@ -1,6 +1,8 @@
 """Timeouts in one process: the option and the setting, which one wins, and the
 running jobs' bookkeeping at a deadline (the job given up, its late outcome
-dropped). A job that sleeps past its timeout under real worker processes is in
+dropped), and when a batch's start could not be written under its claims
+(decision 112: the jobs given up, their outcomes dropped). A job that sleeps past
+its timeout under real worker processes is in
 ``tests/worker/test_timeout_workers.py``."""
 
 from __future__ import annotations
@@ -44,9 +46,9 @@ def test_the_task_option_wins_over_the_setting() -> None:
     assert task_timeout_ms(tasks.add, LaterSettings()) is None
 
 
-def started(deadline_ms: int | None) -> StartedJob:
+def started(deadline_ms: int | None, job_id: str | None = None, sequence: int = 1) -> StartedJob:
     record = JobRecord(
-        job_id=f"01J{deadline_ms}",
+        job_id=job_id or f"01J{deadline_ms}",
         namespace="ns",
         task_path=wait_for_release.module_path,
         args=[],
@@ -58,7 +60,7 @@ def started(deadline_ms: int | None) -> StartedJob:
         stage_at_ms=1,
         created_at_ms=1,
     )
-    return StartedJob(record, wait_for_release, sequence=1, deadline_ms=deadline_ms)
+    return StartedJob(record, wait_for_release, sequence=sequence, deadline_ms=deadline_ms)
 
 
 def test_a_job_past_its_deadline_is_given_up_and_its_late_outcome_dropped() -> None:
@@ -77,4 +79,35 @@ def test_a_job_past_its_deadline_is_given_up_and_its_late_outcome_dropped() -> N
     time.sleep(0.1)
     assert [outcome.started for outcome in jobs.completed] == [on_time]
     assert jobs.abandon_past_deadline(10**15) == []
+    jobs.shutdown()
+
+
+def wait_for_outcomes(jobs: RunningJobs, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(jobs.completed) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_abandoned_jobs_leave_flight_and_their_outcomes_are_dropped() -> None:
+    """``RunningJobs.abandon`` (a batch whose start could not be written under its
+    claims): out of flight, not renewed, and an outcome already come is dropped too."""
+    RELEASE.clear()
+    jobs = RunningJobs(concurrency=3, max_jobs=None, wake=Bell())
+    done, running = started(None, "done", 1), started(None, "running", 2)
+    kept = started(None, "kept", 3)
+    RELEASE.set()
+    jobs.launch([done])
+    wait_for_outcomes(jobs, 1)
+    RELEASE.clear()
+    jobs.launch([running, kept])
+
+    jobs.abandon([done, running])
+
+    assert list(jobs.completed) == []
+    assert list(jobs.in_flight) == ["kept"]
+    assert jobs.held() == ([3], ["kept"])
+    RELEASE.set()
+    wait_for_outcomes(jobs, 1)
+    time.sleep(0.1)
+    assert [outcome.started for outcome in jobs.completed] == [kept]
     jobs.shutdown()
