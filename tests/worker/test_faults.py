@@ -45,6 +45,7 @@ from tests.worker.test_worker_process import (
     record_of,
     session_members,
     wait_for,
+    wait_started,
     worker_rows,
 )
 
@@ -243,7 +244,7 @@ def test_children_of_a_sigkilled_supervisor_hand_back_their_jobs_and_exit(
     supervisor = workers.start(alias, "--processes", "2", "--concurrency", "1")
     wait_for(lambda: len(worker_rows(alias)) == 2, START_SECONDS, "two worker rows", workers)
     job = tasks.sleep_and_record.enqueue(str(lines), "long", 60)
-    wait_for(lambda: events(lines, "start"), START_SECONDS, "long job started", workers)
+    wait_started(job, lines, "long job started", workers)
     busy = events(lines, "start")[0]["pid"]
     (idle,) = children_of(supervisor.pid) - {busy}
 
@@ -295,7 +296,7 @@ def test_second_sigterm_hands_the_running_job_back_as_lost_and_it_runs_again_at_
     worker runs the retry at once rather than after the lease lapses."""
     first = workers.start(alias, "--concurrency", "1", later=IMMEDIATE_RETRIES)
     job = tasks.sleep_on_first_attempt.enqueue(str(lines), "long", 60)
-    wait_for(lambda: events(lines, "start"), START_SECONDS, "first attempt started", workers)
+    wait_started(job, lines, "first attempt started", workers)
     second = workers.start(alias, "--concurrency", "1", later=IMMEDIATE_RETRIES)
     wait_for(lambda: len(worker_rows(alias)) == 2, START_SECONDS, "two worker rows", workers)
 
@@ -387,7 +388,7 @@ def test_second_sigterm_exits_within_the_hand_back_bound_when_the_database_does_
         database_options={"timeout": 20} if alias == "default" else None,
     )
     job = tasks.sleep_and_record.enqueue(str(lines), "long", 60)
-    wait_for(lambda: events(lines, "start"), START_SECONDS, "long job started", workers)
+    wait_started(job, lines, "long job started", workers)
     worker.send(signal.SIGTERM)
     wait_for(lambda: "finishing running jobs" in worker.log(), 5, "first signal handled", workers)
 

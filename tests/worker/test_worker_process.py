@@ -297,6 +297,18 @@ def row_where(
     return look
 
 
+def wait_started(job: TaskResult, lines: Path, what: str, workers: Workers) -> None:
+    """Waits until the job's task wrote its ``start`` line and its start is on record
+    (``running``): on PostgreSQL a task begins while its start is being written
+    (decision 112), so a test that then acts on the running job waits for both."""
+    wait_for(
+        lambda: events(lines, "start") and status_of(job) == TaskResultStatus.RUNNING,
+        START_SECONDS,
+        what,
+        workers,
+    )
+
+
 def events(path: Path, event: str, label: Any = None) -> list[dict[str, Any]]:
     return [
         line
@@ -347,7 +359,9 @@ def test_job_of_a_sigkilled_worker_runs_again_on_another_worker_after_the_lease_
 ) -> None:
     first = workers.start(alias, "--lease-seconds", "1", later=IMMEDIATE_RETRIES)
     job = tasks.sleep_on_first_attempt.enqueue(str(lines), "job", 5)
-    wait_for(lambda: events(lines, "start"), START_SECONDS, "first attempt started", workers)
+    # A start on record (a kill before it is the second delivery's case:
+    # test_a_job_that_ends_its_process_at_once_fails_after_its_retries).
+    wait_started(job, lines, "first attempt started", workers)
     first.send(signal.SIGKILL)
     assert first.wait_exit(5) == -signal.SIGKILL
     assert status_of(job) == TaskResultStatus.RUNNING
@@ -412,7 +426,7 @@ def test_sigterm_lets_the_running_job_finish_exits_0_and_leaves_queued_jobs_uncl
 ) -> None:
     worker = workers.start(alias, "--concurrency", "1")
     running = tasks.sleep_and_record.enqueue(str(lines), "running", 1.5)
-    wait_for(lambda: events(lines, "start"), START_SECONDS, "long job started", workers)
+    wait_started(running, lines, "long job started", workers)
     queued = enqueue_many(tasks.record, [((str(lines), number), {}) for number in range(50)])
 
     worker.send(signal.SIGTERM)
@@ -446,7 +460,7 @@ def test_second_sigterm_during_the_graceful_wait_exits_at_once_with_non_zero(
 ) -> None:
     worker = workers.start(alias)
     job = tasks.sleep_and_record.enqueue(str(lines), "long", 20)
-    wait_for(lambda: events(lines, "start"), START_SECONDS, "long job started", workers)
+    wait_started(job, lines, "long job started", workers)
 
     worker.send(signal.SIGTERM)
     wait_for(lambda: "finishing running jobs" in worker.log(), 5, "first signal handled", workers)
@@ -693,7 +707,7 @@ def test_shutdown_timeout_hands_back_a_job_still_running_and_exits_0(
 ) -> None:
     worker = workers.start(alias, "--shutdown-timeout", "1", later=IMMEDIATE_RETRIES)
     job = tasks.sleep_on_first_attempt.enqueue(str(lines), "slow", 30)
-    wait_for(lambda: events(lines, "start"), START_SECONDS, "slow job started", workers)
+    wait_started(job, lines, "slow job started", workers)
 
     worker.send(signal.SIGTERM)
     signalled = time.monotonic()
@@ -757,7 +771,7 @@ def test_burst_with_processes_2_does_not_replace_a_failed_child_and_exits_1(
     quick = enqueue_many(tasks.record, [((str(lines), n), {}) for n in range(20)])
 
     supervisor = workers.start(alias, "--burst", "--processes", "2", "--concurrency", "1")
-    wait_for(lambda: events(lines, "start"), START_SECONDS, "the sleeper started", workers)
+    wait_started(sleeper, lines, "the sleeper started", workers)
     (busy,) = {line["pid"] for line in events(lines, "start")}
     os.kill(busy, signal.SIGKILL)
     killed_at = time.monotonic()
