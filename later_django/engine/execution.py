@@ -241,16 +241,7 @@ class BatchStart:
                 return [], list(self.started)
             # The claim's record hints are from before the failed write: read again.
             unhinted = [dataclasses.replace(message, record=None) for message in self.messages]
-            again = plan_batch(
-                unhinted,
-                stores=stores,
-                namespace=worker.namespace,
-                worker_id=worker.worker_id,
-                lease_ms=worker.lease_ms,
-                settings=worker.settings,
-                cancels=worker.cancels,
-                now=self.now,
-            )
+            again = _plan(unhinted, worker, self.now)
             again.commit()
         first = {job.record.job_id for job in self.started}
         planned = {job.record.job_id for job in again.started}
@@ -273,16 +264,19 @@ def plan_batch(
     lease_ms: int,
     settings: LaterSettings,
     cancels: Requests = cancellation.NONE,
-    now: int | None = None,
 ) -> BatchStart:
-    """Reads the batch's records and decides each message's move at ``now`` (default:
-    the clock; see :func:`start_batch`); writes nothing. The worker hands the jobs in
-    ``started`` to their threads, then writes the start with :meth:`BatchStart.commit`
-    (decision 112: a job lost before that write commits is counted by the next claim
-    of its message)."""
+    """Reads the batch's records and decides each message's move (see
+    :func:`start_batch`); writes nothing. The worker hands the jobs in ``started`` to
+    their threads, then writes the start with :meth:`BatchStart.commit` (decision 112:
+    a job lost before that write commits is counted by the next claim of its message)."""
     worker = _Worker(stores, namespace, worker_id, lease_ms, settings, cancels)
-    now = now_ms() if now is None else now
-    writes = JobWrites(namespace, owner=worker_id, lease_started_at_ms=now)
+    return _plan(messages, worker, now_ms())
+
+
+def _plan(messages: Sequence[ClaimedMessage], worker: _Worker, now: int) -> BatchStart:
+    """:func:`plan_batch` for ``worker``, deciding at ``now``."""
+    namespace, stores = worker.namespace, worker.stores
+    writes = JobWrites(namespace, owner=worker.worker_id, lease_started_at_ms=now)
     commands = _job_commands(messages, writes)
     records = _claimed_records(commands, writes, worker, now)
     worker = worker.with_exact_cancels(list(records))

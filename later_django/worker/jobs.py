@@ -109,9 +109,7 @@ class RunningJobs:
                 return []
             done = {outcome.started.record.job_id for outcome in self.completed}
             due = [job for job in due if job.record.job_id not in done]
-            for job in due:
-                self.in_flight.pop(job.record.job_id)
-                self.abandoned.add(job.record.job_id)
+            self._give_up({job.record.job_id for job in due})
             return due
 
     def abandon(self, started: Sequence[StartedJob]) -> None:
@@ -119,9 +117,7 @@ class RunningJobs:
         outcome, if it comes or has come, is dropped; their leases are not renewed."""
         ids = {job.record.job_id for job in started}
         with self._lock:
-            for job_id in ids:
-                self.in_flight.pop(job_id, None)
-                self.abandoned.add(job_id)
+            self._give_up(ids)
             kept = [done for done in self.completed if done.started.record.job_id not in ids]
             if len(kept) != len(self.completed):
                 self.completed.clear()
@@ -148,6 +144,12 @@ class RunningJobs:
         """The sequences whose outcome is being written right now."""
         with self._lock:
             return set(self._writing)
+
+    def _give_up(self, job_ids: set[str]) -> None:
+        """Out of flight, their outcomes dropped from now on; call under the lock."""
+        for job_id in job_ids:
+            self.in_flight.pop(job_id, None)
+            self.abandoned.add(job_id)
 
     def _capped(self, slots: int) -> int:
         if self.max_jobs is None:
