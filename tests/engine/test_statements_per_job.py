@@ -1,0 +1,126 @@
+"""The statements of a worker's batch — claim, start, finish — are the same for one
+job as for sixteen: what a job costs the database is that fixed list divided by
+the batch. A new statement on this path (a trigger's work does not show here, a
+round trip does) must change this pin on purpose; see docs/benchmarks.md,
+"Statements per job".
+
+The engine's calls are the ones ``JobLoop`` makes for a batch of queue jobs: the
+claim, ``plan_batch`` then ``commit`` (on PostgreSQL written while the jobs run,
+decision 112; the statement is the same), and ``finish_and_continue``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
+
+from later_django.conf import later_settings
+from later_django.engine import metrics
+from later_django.engine.execution import Outcome, finish_and_continue, plan_batch
+from later_django.storage.stores import stores_for
+from tests.engine import tasks
+from tests.engine.support import NAMESPACE
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+#: (pattern, label): the first pattern found in a statement names it.
+KINDS = (
+    (r"^\s*BEGIN IMMEDIATE", "BEGIN IMMEDIATE"),
+    (r"^\s*BEGIN", "BEGIN"),
+    (r"^\s*COMMIT", "COMMIT"),
+    (r"later_claim_counted|WITH candidates AS", "claim"),
+    (r"^\s*WITH p0 AS", "one combined write"),
+    (r"^\s*SELECT range_key", "read continuations"),
+    (r"^\s*SELECT key, value FROM later_storage\b", "read records"),
+    (r"^\s*DELETE FROM later_delivery_queue", "ack messages"),
+    (r"^\s*INSERT INTO later_storage\b", "write records"),
+    (r"^\s*INSERT INTO later_jobs_index\b", "write index rows"),
+    (r"^\s*INSERT INTO later_job_execution\b", "take execution leases"),
+    (r"^\s*DELETE FROM later_job_execution\b", "release execution leases"),
+)
+
+#: vendor -> step -> the statements of one batch, in order.
+PINNED = {
+    "postgresql": {
+        "claim": ["claim"],
+        "start": ["one combined write"],
+        "finish": ["BEGIN", "one combined write", "read continuations", "COMMIT"],
+    },
+    "sqlite": {
+        "claim": ["BEGIN IMMEDIATE", "claim", "COMMIT"],
+        "start": [
+            "read records",
+            "BEGIN IMMEDIATE",
+            "write records",
+            "write index rows",
+            "take execution leases",
+            "COMMIT",
+        ],
+        "finish": [
+            "BEGIN IMMEDIATE",
+            "ack messages",
+            "write records",
+            "write index rows",
+            "release execution leases",
+            "read continuations",
+            "COMMIT",
+        ],
+    },
+}
+
+
+def kind(sql: str) -> str:
+    """The label of ``sql`` in :data:`KINDS` (the statement's start when none fits)."""
+    for pattern, label in KINDS:
+        if re.search(pattern, sql):
+            return label
+    return sql[:80]
+
+
+def batch_statements(alias: str, jobs: int) -> dict[str, list[str]]:
+    """Enqueues ``jobs`` jobs, then claims, starts and finishes them as one batch;
+    each step's statements, labelled."""
+    stores, settings = stores_for(alias), later_settings()
+    for n in range(jobs):
+        tasks.add.enqueue(n, n)
+    connection = connections[alias]
+    steps: dict[str, list[str]] = {}
+    # The metrics flush is due once a second whichever call comes then; it is not
+    # part of a batch.
+    metrics.accumulator.take()
+    with CaptureQueriesContext(connection) as claim:
+        messages = stores.queue.claim(NAMESPACE, ["default"], "w1", 30_000, batch_size=jobs)
+    with CaptureQueriesContext(connection) as start:
+        batch = plan_batch(
+            messages,
+            stores=stores,
+            namespace=NAMESPACE,
+            worker_id="w1",
+            lease_ms=30_000,
+            settings=settings,
+        )
+        batch.commit()
+    assert len(batch.started) == jobs
+    metrics.accumulator.take()
+    with CaptureQueriesContext(connection) as finish:
+        records, _ = finish_and_continue(
+            [Outcome(job, return_value=1) for job in batch.started],
+            stores=stores,
+            namespace=NAMESPACE,
+            worker_id="w1",
+            settings=settings,
+        )
+    assert {record.stage for record in records} == {"success"}
+    for step, captured in (("claim", claim), ("start", start), ("finish", finish)):
+        steps[step] = [kind(query["sql"]) for query in captured.captured_queries]
+    return steps
+
+
+@pytest.mark.parametrize("jobs", [1, 16])
+def test_a_batch_of_queue_jobs_is_a_fixed_list_of_statements(engine_db: str, jobs: int) -> None:
+    vendor = connections[engine_db].vendor
+
+    assert batch_statements(engine_db, jobs) == PINNED[vendor]
