@@ -83,7 +83,13 @@ def kind(sql: str) -> str:
 def batch_statements(alias: str, jobs: int) -> dict[str, list[str]]:
     """Enqueues ``jobs`` jobs, then claims, starts and finishes them as one batch;
     each step's statements, labelled."""
-    stores, settings = stores_for(alias), later_settings()
+    stores = stores_for(alias)
+    worker = {
+        "stores": stores,
+        "namespace": NAMESPACE,
+        "worker_id": "w1",
+        "settings": later_settings(),
+    }
     for n in range(jobs):
         tasks.add.enqueue(n, n)
     connection = connections[alias]
@@ -94,24 +100,13 @@ def batch_statements(alias: str, jobs: int) -> dict[str, list[str]]:
     with CaptureQueriesContext(connection) as claim:
         messages = stores.queue.claim(NAMESPACE, ["default"], "w1", 30_000, batch_size=jobs)
     with CaptureQueriesContext(connection) as start:
-        batch = plan_batch(
-            messages,
-            stores=stores,
-            namespace=NAMESPACE,
-            worker_id="w1",
-            lease_ms=30_000,
-            settings=settings,
-        )
+        batch = plan_batch(messages, lease_ms=30_000, **worker)
         batch.commit()
     assert len(batch.started) == jobs
     metrics.accumulator.take()
     with CaptureQueriesContext(connection) as finish:
         records, _ = finish_and_continue(
-            [Outcome(job, return_value=1) for job in batch.started],
-            stores=stores,
-            namespace=NAMESPACE,
-            worker_id="w1",
-            settings=settings,
+            [Outcome(job, return_value=1) for job in batch.started], **worker
         )
     assert {record.stage for record in records} == {"success"}
     for step, captured in (("claim", claim), ("start", start), ("finish", finish)):
