@@ -10,7 +10,7 @@ and is deleted later by :meth:`UpkeepStore.sweep_expired
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import groupby
@@ -137,6 +137,15 @@ def _batch_runs(
             yield DeleteRun(sorted({operation.key for operation in run}))
         else:
             yield from run
+
+
+def members_by_range(rows: Iterable[Sequence[Any]]) -> dict[str, list[bytes]]:
+    """``(range_key, member)`` rows, each range's oldest first, as the members by range
+    (the shape of :meth:`KeyValueStore.range_members_many`)."""
+    members: dict[str, list[bytes]] = {}
+    for range_key, value in rows:
+        members.setdefault(range_key, []).append(as_bytes(value))
+    return members
 
 
 class KeyValueStore:
@@ -319,11 +328,8 @@ class KeyValueStore:
         keys = list(dict.fromkeys(keys))
         if not keys:
             return {}
-        members: dict[str, list[bytes]] = {}
         params = {"keys": self._driver.list_param(keys), "now": now_ms()}
-        for range_key, value in self._driver.fetch_all(self._q.range_members_many, params):
-            members.setdefault(range_key, []).append(as_bytes(value))
-        return members
+        return members_by_range(self._driver.fetch_all(self._q.range_members_many, params))
 
     def key_scan(self, start: str, stop: str, limit: int) -> list[str]:
         """Up to ``limit`` live keys ``k`` with ``start <= k < stop``, in byte order.

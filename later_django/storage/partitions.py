@@ -30,6 +30,7 @@ from typing import Any
 
 from later_django.core.keys import job_key_prefix
 from later_django.storage.driver import Driver, as_bytes
+from later_django.storage.kv import KeyValueStore, members_by_range
 from later_django.storage.leases import LeaseStore
 from later_django.storage.queries.leases import PARTITION_LEASES
 from later_django.storage.queries.partitions import PartitionQueries
@@ -88,6 +89,8 @@ class PartitionStore:
         self._q = driver.queries(PartitionQueries)
         #: The partition leases (scope ``(namespace,)``, slots ``(topic, partition_id)``).
         self.leases = LeaseStore(driver, PARTITION_LEASES)
+        #: Where unbatched drivers read the ranges :meth:`fence_and_next` is asked for.
+        self._kv = KeyValueStore(driver)
 
     # --- enqueue ---
 
@@ -319,7 +322,7 @@ class PartitionStore:
         if not self._q.batched:
             kept = self.fence(namespace, owner, wanted, lease_until_ms)
             following = self.next_rows(namespace, sorted(kept), exits, now_ms)
-            return Fenced(kept, following, self._range_members(ranges, now_ms))
+            return Fenced(kept, following, self._kv.range_members_many(ranges))
         rows = self._driver.fetch_all(
             self._q.fence_and_next,
             {
@@ -337,25 +340,11 @@ class PartitionStore:
         )
         # A range member's row has no partition id (see the statement).
         fenced = [row for row in rows if row[1] is not None]
-        members: dict[str, list[bytes]] = {}
-        for row in rows:
-            if row[1] is None:
-                members.setdefault(row[0], []).append(as_bytes(row[6]))
         return Fenced(
             {(topic, int(pid)) for topic, pid, *_ in fenced},
             [_following(row[:7]) for row in fenced if row[3] is not None],
-            members,
+            members_by_range((row[0], row[6]) for row in rows if row[1] is None),
         )
-
-    def _range_members(self, ranges: Sequence[str], now_ms: int) -> dict[str, list[bytes]]:
-        """The live members of ``ranges`` by range, oldest first (unbatched drivers)."""
-        if not ranges:
-            return {}
-        params = {"keys": self._driver.list_param(sorted(set(ranges))), "now": now_ms}
-        members: dict[str, list[bytes]] = {}
-        for range_key, value in self._driver.fetch_all(self._q.range_members, params):
-            members.setdefault(range_key, []).append(as_bytes(value))
-        return members
 
     def materialize_heads(self, namespace: str, partitions: Iterable[Partition]) -> None:
         """Gives each of ``partitions`` that has rows but no head its lowest row as the

@@ -73,6 +73,13 @@ def _finish(
     return following, [query["sql"] for query in capture.captured_queries] if captured else []
 
 
+def _enqueue_rounds(keys: list[str], rounds: int, path: str) -> None:
+    """``rounds`` jobs per key, enqueued round by round (each key's partition in order)."""
+    for n in range(rounds):
+        for key in keys:
+            enqueue_to_partition(TOPIC, key, tasks.record_key, path, key, n)
+
+
 def _is_transaction_control(sql: str) -> bool:
     return sql.strip().upper() in {"BEGIN", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"}
 
@@ -85,11 +92,7 @@ def test_a_finish_reads_its_jobs_continuations_with_the_fence(part_db: str, tmp_
     two. On SQLite (one statement per table, inside its write lock) the three leases
     are renewed in one statement (before, one each) and the continuations are read
     after the fence."""
-    path = str(tmp_path / "lines")
-    keys = _keys_on_distinct_partitions(3)
-    for n in range(2):
-        for key in keys:
-            enqueue_to_partition(TOPIC, key, tasks.record_key, path, key, n)
+    _enqueue_rounds(_keys_on_distinct_partitions(3), 2, str(tmp_path / "lines"))
     started = _start_heads(part_db)
     assert len(started) == 3
 
@@ -143,11 +146,7 @@ def test_a_finishs_advance_runs_its_generic_plan_once_prepared(
         with override_settings(LATER=later):
             connections[postgres_alias].ensure_connection()
             stores_for(postgres_alias).driver.keep_statements_prepared()
-            path = str(tmp_path / "lines")
-            keys = _keys_on_distinct_partitions(2)
-            for n in range(8):
-                for key in keys:
-                    enqueue_to_partition(TOPIC, key, tasks.record_key, path, key, n)
+            _enqueue_rounds(_keys_on_distinct_partitions(2), 8, str(tmp_path / "lines"))
             started = _start_heads(postgres_alias)
             finishes = 0
             while started:

@@ -74,5 +74,3 @@ class PartitionQueries:
     #: ``renew`` of the partition leases and, for each lease kept, its partition's
     #: next row but the exits; then the live members of the ranges (batched only).
     fence_and_next: str
-    #: The live members of the ranges (a JSON array), read after the fence (SQLite).
-    range_members: str

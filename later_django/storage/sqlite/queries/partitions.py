@@ -10,7 +10,6 @@ from later_django.storage.queries.partitions import (
     PartitionQueries,
 )
 from later_django.storage.sqlite import SqliteDriver
-from later_django.storage.sqlite.queries.kv import SqliteKvQueries
 
 _STAGE_FROM_INDEX = (
     "SELECT j.namespace, j.topic, j.partition_id, j.sequence, j.job_id, "
@@ -103,7 +102,6 @@ class SqlitePartitionQueries(PartitionQueries):
         "WHERE j.namespace = %(namespace)s AND j.topic = later_partition_head.topic "
         "AND j.partition_id = later_partition_head.partition_id)"
     )
-    range_members = SqliteKvQueries.range_members_many
     heads_claim = (
         CLAIM_FROM.format(record_key="%(prefix)s || h.job_id")
         + " AND h.job_id NOT IN (SELECT value FROM json_each(%(exclude)s))"
