@@ -31,7 +31,7 @@ KINDS = (
     (r"^\s*BEGIN IMMEDIATE", "BEGIN IMMEDIATE"),
     (r"^\s*BEGIN", "BEGIN"),
     (r"^\s*COMMIT", "COMMIT"),
-    (r"later_claim_counted|WITH candidates AS", "claim"),
+    (r"later_claim_counted|UPDATE later_delivery_queue\s+SET lease_owner", "claim"),
     (r"^\s*WITH p0 AS", "one combined write"),
     (r"^\s*SELECT range_key", "read continuations"),
     (r"^\s*SELECT key, value FROM later_storage\b", "read records"),

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from later_django.storage.driver import RowsStatement
 from later_django.storage.postgres import PostgresDriver
-from later_django.storage.queries.queue import COLUMNS, INSERT_INTO, QueueQueries
+from later_django.storage.queries.queue import (
+    COLUMNS,
+    INSERT_INTO,
+    QueueQueries,
+    ready_head,
+    served_queues,
+)
 
 # One array parameter for the whole batch; ORDER BY position makes the
 # sequences follow the order of the payloads.
@@ -13,6 +19,11 @@ _PUBLISH = (
     "%(available_at)s "
     "FROM unnest(%(payload)s::bytea[]) WITH ORDINALITY AS batch(payload, position) "
     "ORDER BY batch.position RETURNING sequence"
+)
+
+_SERVED = served_queues(
+    listed="SELECT DISTINCT listed FROM unnest(%(queue_names)s::text[]) AS listed",
+    every="%(queue_names)s::text[] IS NULL",
 )
 
 
@@ -37,16 +48,18 @@ class PostgresQueueQueries(QueueQueries):
     # ``queue_names`` claims from every queue (migration 0006). Since 0008 the
     # claim is ``later_claim_with_records``: the same claim, plus the key and live
     # value of the job record each message's payload names (a hint; see 0008);
-    # since 0014 ``later_claim_counted``, which also counts the delivery.
+    # since 0014 ``later_claim_counted``, which also counts the delivery; since
+    # 0016 it walks the head of each served queue and merges them in claim order.
     claim = (
         f"SELECT {COLUMNS}, record_key, record FROM later_claim_counted(%(namespace)s, "
         "%(queue_names)s, %(now)s, %(batch_size)s, %(owner)s, %(lease_until)s)"
     )
+    # Each served queue's own head, as the claim reads it (migration 0016). A
+    # lateral rather than EXISTS: the planner may turn EXISTS into a hash join
+    # that reads every row of the namespace; a lateral is probed per queue.
     has_ready = (
-        "SELECT 1 FROM later_delivery_queue WHERE namespace = %(namespace)s "
-        "AND (%(queue_names)s::text[] IS NULL OR queue_name = ANY(%(queue_names)s::text[])) "
-        "AND available_at <= %(now)s "
-        "AND (lease_until IS NULL OR lease_until <= %(now)s) LIMIT 1"
+        f"WITH RECURSIVE {_SERVED} SELECT 1 FROM served "
+        f"CROSS JOIN LATERAL ({ready_head('1')}) AS ready LIMIT 1"
     )
     renew = (
         "UPDATE later_delivery_queue SET lease_until = %(lease_until)s "

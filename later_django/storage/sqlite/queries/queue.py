@@ -3,25 +3,33 @@
 from __future__ import annotations
 
 from later_django.storage.driver import RowsStatement
-from later_django.storage.queries.queue import COLUMNS, INSERT_INTO, QueueQueries
+from later_django.storage.queries.queue import (
+    COLUMNS,
+    INSERT_INTO,
+    QueueQueries,
+    ready_head,
+    served_queues,
+)
 from later_django.storage.sqlite import SqliteDriver
 
-_QUEUE_NAMES = "(SELECT value FROM json_each(%(queue_names)s))"
-# ``queue_names`` NULL: every queue (a worker for ``QUEUES: []``). The column is in
-# the claim index, so either way the claim walks the index in claim order.
-_OF_QUEUES = f"(%(queue_names)s IS NULL OR queue_name IN {_QUEUE_NAMES})"
 _SEQUENCES = "(SELECT value FROM json_each(%(sequences)s))"
 
+_SERVED = served_queues(
+    listed="SELECT DISTINCT value FROM json_each(%(queue_names)s)",
+    every="%(queue_names)s IS NULL",
+)
+
 # The claim in one statement, run inside BEGIN IMMEDIATE: one writer at a
-# time, so no row locks. ``candidates`` is at most one batch in claim order;
-# the UPDATE keeps the whole batch when it is full and only the first message
-# otherwise, so fresh consumers share a small queue.
+# time, so no row locks. ``candidates`` is at most one batch in claim order,
+# merged from at most one batch per served queue; the UPDATE keeps the whole
+# batch when it is full and only the first message otherwise, so fresh
+# consumers share a small queue.
 _CLAIM = f"""
-WITH candidates AS MATERIALIZED (
-    SELECT sequence, priority FROM later_delivery_queue
-    WHERE namespace = %(namespace)s AND {_OF_QUEUES}
-      AND available_at <= %(now)s AND (lease_until IS NULL OR lease_until <= %(now)s)
-    ORDER BY priority DESC, sequence
+WITH RECURSIVE {_SERVED}, candidates AS MATERIALIZED (
+    SELECT ready.sequence, ready.priority
+    FROM served JOIN later_delivery_queue AS ready
+      ON ready.sequence IN ({ready_head("%(batch_size)s")})
+    ORDER BY ready.priority DESC, ready.sequence
     LIMIT %(batch_size)s
 )
 UPDATE later_delivery_queue
@@ -48,9 +56,7 @@ class SqliteQueueQueries(QueueQueries):
     publish_notify = publish
     claim = _CLAIM
     has_ready = (
-        "SELECT 1 FROM later_delivery_queue WHERE namespace = %(namespace)s "
-        "AND " + _OF_QUEUES + " AND available_at <= %(now)s "
-        "AND (lease_until IS NULL OR lease_until <= %(now)s) LIMIT 1"
+        f"WITH RECURSIVE {_SERVED} SELECT 1 FROM served WHERE EXISTS ({ready_head('1')}) LIMIT 1"
     )
     renew = (
         "UPDATE later_delivery_queue SET lease_until = %(lease_until)s "
