@@ -133,6 +133,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 # The repository root first: this file's own directory would make ``bench`` this script.
 sys.path.insert(0, str(ROOT))
+
 SETTINGS_MODULE = "bench.bench_project.settings"
 NAMESPACE = "bench"  # LATER["NAMESPACE"] in bench_project.settings
 LATER = "later_django"
@@ -265,6 +266,12 @@ def start_workers(system: str, options: argparse.Namespace, log_dir: Path) -> Wo
                 str(options.concurrency),
                 "--shutdown-timeout",
                 "10",
+                # BENCH_WORKER_QUEUES (JSON list): --queue for each (backlog scenarios)
+                *(
+                    argument
+                    for name in json.loads(os.environ.get("BENCH_WORKER_QUEUES", "[]"))
+                    for argument in ("--queue", name)
+                ),
                 *(
                     ["--metrics-port", str(options.metrics_port)]
                     if options.metrics_port is not None
@@ -364,13 +371,29 @@ def _sql_value(sql: str) -> Any:
         return cursor.fetchone()[0]
 
 
+def _sql_rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+FINISHED_COUNTERS_SQL = (
+    "SELECT stage, SUM(count) FROM later_stage_counts"
+    " WHERE namespace = %s AND stage IN ('success', 'failed') GROUP BY stage"
+)
+
+
 def finished_count(system: str) -> tuple[int, int]:
     """(successful, failed) jobs, read cheaply."""
     if system == LATER:
-        from later_django.storage.stores import stores_for
-
-        counts = stores_for("default").index.job_index_stage_counts(NAMESPACE)
-        return counts.get("success", 0), counts.get("failed", 0)
+        # The stage counters (kept exact by triggers on the index, finished stages
+        # counted since migration 0005): a few rows per stage, however many jobs are
+        # kept. They count every index row that exists, expired ones the sweep has
+        # not deleted yet too; the bench keeps finished jobs a day, so none expire.
+        by_stage = dict(_sql_rows(FINISHED_COUNTERS_SQL, [NAMESPACE]))
+        return int(by_stage.get("success", 0)), int(by_stage.get("failed", 0))
     if system == PROC:
         from django.db import connection
 
@@ -429,11 +452,15 @@ def enqueue_batch(system: str, task: Any, calls: list[tuple[tuple, dict]]) -> li
         return [task.enqueue(*args, **kwargs) for args, kwargs in calls]
 
 
-def wait_finished(system: str, expected: int, timeout: float) -> tuple[float, int, int]:
-    """Polls until ``expected`` jobs finished or ``timeout``; returns (seconds, success, failed)."""
+def wait_finished(
+    system: str, expected: int, timeout: float, before: tuple[int, int] = (0, 0)
+) -> tuple[float, int, int]:
+    """Polls until ``expected`` jobs finished or ``timeout``; returns (seconds, success,
+    failed), counted from ``before`` (the jobs already finished when the time started)."""
     started = time.perf_counter()
     while True:
         success, failed = finished_count(system)
+        success, failed = success - before[0], failed - before[1]
         elapsed = time.perf_counter() - started
         if success + failed >= expected or elapsed >= timeout:
             return elapsed, success, failed
@@ -619,6 +646,7 @@ def run_drain(system: str, options: argparse.Namespace, log_dir: Path) -> dict[s
     workers = start_workers(system, options, log_dir)
     try:
         ready_s = wait_until_ready(system, workers)
+        before = finished_count(system)  # jobs kept from before (backlog scenarios)
         cpu_before, machine_before = workers.cpu_seconds(), machine_busy_seconds()
         started = time.perf_counter()
         if system == PROC:
@@ -631,7 +659,7 @@ def run_drain(system: str, options: argparse.Namespace, log_dir: Path) -> dict[s
         else:
             enqueue_batch(system, noop, [((), {})] * jobs)
         publish_s = time.perf_counter() - started
-        seconds, success, failed = wait_finished(system, jobs, options.drain_timeout)
+        seconds, success, failed = wait_finished(system, jobs, options.drain_timeout, before)
         cpu_s = workers.cpu_seconds() - cpu_before
         machine_s = machine_busy_seconds() - machine_before
         job_pids = workers.job_pids()
@@ -897,76 +925,93 @@ def run_scenario(
     system: str, db: str, scenario: str, options: argparse.Namespace, directory: Path, run: int
 ) -> dict[str, Any]:
     label = f"{scenario}-{system}-{run}"
+    extra_env = {}
+    if scenario == "partition_drain":
+        extra_env["BENCH_TOPICS"] = json.dumps({PARTITION_TOPIC: {"partitions": PARTITION_COUNT}})
+    if scenario == "drain_limited":
+        extra_env["BENCH_QUEUE_LIMITS"] = json.dumps(
+            {"default": {"concurrency": LIMITED_CONCURRENCY}}
+        )
     with fresh_database(db, options, directory, label) as url:
-        env = {
-            **os.environ,
-            "BENCH_SYSTEM": system,
-            "BENCH_DATABASE_URL": url,
-            "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
-            **(
-                {"BENCH_TOPICS": json.dumps({PARTITION_TOPIC: {"partitions": PARTITION_COUNT}})}
-                if scenario == "partition_drain"
-                else {}
-            ),
-            **(
-                {
-                    "BENCH_QUEUE_LIMITS": json.dumps(
-                        {"default": {"concurrency": LIMITED_CONCURRENCY}}
-                    )
-                }
-                if scenario == "drain_limited"
-                else {}
-            ),
-            "PYTHONPATH": os.pathsep.join(
-                [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-            ),
-        }
-        subprocess.run(
-            [sys.executable, "-m", "django", "migrate", "--verbosity", "0"],
-            env=env,
-            cwd=ROOT,
-            check=True,
-        )
-        forwarded = [
-            f"--{name.replace('_', '-')}={getattr(options, name)}"
-            for name in (
-                "enqueue_jobs",
-                "bulk_jobs",
-                "drain_jobs",
-                "drain_timeout",
-                "latency_jobs",
-                "latency_rate",
-                "concurrency",
-                "dtdb_interval",
-                "log_records",
-                "in_tx_jobs",
-                "bare_inserts",
-                "enqueue_workers",
-            )
-        ]
-        if options.metrics_port is not None:
-            forwarded.append(f"--metrics-port={options.metrics_port}")
-        completed = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--driver",
-                scenario,
-                "--log-dir",
-                options.log_dir or str(directory),
-                "--label",
-                label,
-                *forwarded,
-            ],
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-            check=True,
-        )
-    result = json.loads(completed.stdout.strip().splitlines()[-1])
+        migrate(url, system, extra_env)
+        result = drive(system, scenario, url, options, directory, label, extra_env)
     for line in result.get("worker_problems", []):
         print(f"[{system} {scenario} run {run + 1}] worker log: {line}", file=sys.stderr)
+    return result
+
+
+def driver_env(system: str, url: str, extra_env: dict[str, str]) -> dict[str, str]:
+    """The environment of a driver, its workers and ``migrate``: the system, the
+    database, the scenario's settings (``extra_env``), this repository importable."""
+    return {
+        **os.environ,
+        "BENCH_SYSTEM": system,
+        "BENCH_DATABASE_URL": url,
+        "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
+        **extra_env,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
+
+
+def migrate(url: str, system: str, extra_env: dict[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "django", "migrate", "--verbosity", "0"],
+        env=driver_env(system, url, extra_env),
+        cwd=ROOT,
+        check=True,
+    )
+
+
+def drive(
+    system: str,
+    scenario: str,
+    url: str,
+    options: argparse.Namespace,
+    directory: Path,
+    label: str,
+    extra_env: dict[str, str],
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Runs the driver of ``scenario`` on the (migrated) database at ``url``; returns
+    its JSON result. ``overrides`` replace forwarded options (e.g. ``enqueue_workers``)."""
+    forwarded = [
+        f"--{name.replace('_', '-')}={overrides.get(name, getattr(options, name))}"
+        for name in (
+            "enqueue_jobs",
+            "bulk_jobs",
+            "drain_jobs",
+            "drain_timeout",
+            "latency_jobs",
+            "latency_rate",
+            "concurrency",
+            "dtdb_interval",
+            "log_records",
+            "in_tx_jobs",
+            "bare_inserts",
+            "enqueue_workers",
+        )
+    ]
+    if options.metrics_port is not None:
+        forwarded.append(f"--metrics-port={options.metrics_port}")
+    completed = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--driver",
+            scenario,
+            "--log-dir",
+            options.log_dir or str(directory),
+            "--label",
+            label,
+            *forwarded,
+        ],
+        env=driver_env(system, url, extra_env),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
     return result
 
 
