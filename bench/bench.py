@@ -134,6 +134,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # The repository root first: this file's own directory would make ``bench`` this script.
 sys.path.insert(0, str(ROOT))
 
+from bench import backlog  # noqa: E402  (after the path is set)
+
 SETTINGS_MODULE = "bench.bench_project.settings"
 NAMESPACE = "bench"  # LATER["NAMESPACE"] in bench_project.settings
 LATER = "later_django"
@@ -158,7 +160,7 @@ SCENARIOS = [
 ]
 #: Opt-in scenarios (not in the default list): ``bloat`` takes a throwaway PostgreSQL
 #: cluster and ``--bloat-minutes`` (10) of steady load (``bench/bloat.py``).
-OPT_IN_SCENARIOS = ["bloat"]
+OPT_IN_SCENARIOS = ["bloat", *backlog.SCENARIOS]
 #: Scenarios of later_django features the peers lack: never run for them (no ratio).
 LATER_ONLY = {"log_append", "log_consume", "partition_drain", "enqueue_unique", "drain_limited"}
 #: drain_limited: the concurrency limit of the drained queue (``BENCH_QUEUE_LIMITS``).
@@ -882,6 +884,8 @@ def driver(scenario: str, options: argparse.Namespace) -> None:
         result = run_drain(system, options, log_dir)
     elif scenario == "enqueue_unique":
         result = run_enqueue_unique(options)
+    elif scenario == "drain_backlog" or scenario.startswith(backlog.BUILD_PREFIX):
+        result = backlog.driver(scenario, options, log_dir, sys.modules[__name__])
     else:
         result = run_latency(system, options, log_dir)
     print(json.dumps(result), flush=True)
@@ -989,6 +993,8 @@ def drive(
             "in_tx_jobs",
             "bare_inserts",
             "enqueue_workers",
+            "backlog",
+            "backlog_batch",
         )
     ]
     if options.metrics_port is not None:
@@ -1369,6 +1375,15 @@ def main() -> None:
     )
     parser.add_argument("--dtdb-interval", type=float, default=0.1, help="db_worker --interval")
     parser.add_argument("--log-records", type=int, default=100_000, help="log_* scenarios")
+    parser.add_argument(
+        "--backlog",
+        type=int,
+        default=1_000_000,
+        help="backlog scenarios: jobs in each part of the backlog",
+    )
+    parser.add_argument(
+        "--backlog-batch", type=int, default=10_000, help="backlog build: jobs per transaction"
+    )
     parser.add_argument("--postgres-url", default="postgres://root@127.0.0.1:5432/bench_later")
     parser.add_argument(
         "--table", action="store_true", help="a Markdown table of the figures on stderr at the end"
@@ -1416,6 +1431,8 @@ def main() -> None:
             "the figures will be noisy",
             file=sys.stderr,
         )
+    chosen_backlog = [name for name in backlog.SCENARIOS if name in scenarios]
+    scenarios = [name for name in scenarios if name not in backlog.SCENARIOS]
     # The drain measures RSS too: run it once for either.
     runs_of = [s for s in SCENARIOS if s in scenarios and s != "rss"]
     if "rss" in scenarios and "drain" not in scenarios:
@@ -1468,6 +1485,8 @@ def main() -> None:
                         )
                 if name == "enqueue":
                     emit(figures("bare_insert_commit", LATER, results[LATER], options)[0])
+        if chosen_backlog:
+            backlog.run(chosen_backlog, options, Path(directory), emit, sys.modules[__name__])
     if options.table:
         print(markdown_table(printed, peers), file=sys.stderr)
 
