@@ -83,6 +83,26 @@ Scenarios (``--scenarios``, default all):
   ``LATER["QUEUE_LIMITS"] = {"default": {"concurrency": 8}}`` for the workers (at
   most 8 of the 32 threads run a job at once) -> jobs/s; what a concurrency limit
   costs the claim (slots taken and given back around every claim and finish).
+* Backlog scenarios (later_django only, opt-in: name them in ``--scenarios``;
+  ``bench/backlog.py``): each builds its backlog once per invocation
+  (``--backlog`` jobs per part, default 1,000,000; ``api.enqueue_many`` in
+  transactions of ``--backlog-batch``, 10,000) into a template that every run copies,
+  and runs ``--runs`` rounds of (the plain scenario on an empty database, then the
+  scenario on a copy); each line has the rate and ``of_plain`` (backlog / plain,
+  the medians; ``of_plain_runs`` per round).
+
+  * ``drain_backlog``: ``--backlog`` ready no-op jobs in ``default``; the workers
+    start on them; timed from both workers up until ``--drain-jobs`` (20,000) more
+    have finished -> jobs/s over the head of the backlog (plain: ``drain``).
+  * ``drain_other_queue``: ``drain`` beside ``--backlog`` ready jobs in a queue no
+    worker serves, ``--backlog`` ready in a served queue paused with
+    ``api.pause_queue``, and ``--backlog`` finished jobs kept (records and index rows
+    as a finish leaves them); workers ``--queue default --queue bench_paused``, the
+    plain drain's too.
+  * ``drain_delayed``: ``drain`` beside ``--backlog`` delayed jobs in ``default``
+    (``run_after`` an hour after the build).
+  * ``enqueue_backlog``: ``enqueue`` with ``--backlog`` ready jobs in ``default``,
+    no workers for it and its plain run (idle ones would drain the backlog).
 
 Workers: later_django ``later_worker --processes 2 --concurrency 16``;
 django-tasks-db two ``db_worker --interval 0.1 --no-startup-delay --no-reload``
@@ -111,7 +131,12 @@ stderr at the end.
     .venv/bin/python bench/bench.py --db postgres --scenarios drain,rss --concurrency 32
 
 PostgreSQL: ``--postgres-url`` (default ``postgres://root@127.0.0.1:5432/bench_later``);
-that database is dropped and created for every scenario run and dropped at the end.
+that database is dropped and created for every scenario run and dropped at the end
+(the backlog templates: ``<name>_backlog_<kind>``, dropped at the end too).
+
+Finished jobs are counted from the stage counters (``later_stage_counts``, success
+and failed summed over the shards), never a ``COUNT(*)`` over the index; a drain
+subtracts what had finished before it published.
 """
 
 from __future__ import annotations
