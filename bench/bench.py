@@ -83,6 +83,26 @@ Scenarios (``--scenarios``, default all):
   ``LATER["QUEUE_LIMITS"] = {"default": {"concurrency": 8}}`` for the workers (at
   most 8 of the 32 threads run a job at once) -> jobs/s; what a concurrency limit
   costs the claim (slots taken and given back around every claim and finish).
+* Backlog scenarios (later_django only, opt-in: name them in ``--scenarios``;
+  ``bench/backlog.py``): each builds its backlog once per invocation
+  (``--backlog`` jobs per part, default 1,000,000; ``api.enqueue_many`` in
+  transactions of ``--backlog-batch``, 10,000) into a template that every run copies,
+  and runs ``--runs`` rounds of (the plain scenario on an empty database, then the
+  scenario on a copy); each line has the rate and ``of_plain`` (backlog / plain,
+  the medians; ``of_plain_runs`` per round).
+
+  * ``drain_backlog``: ``--backlog`` ready no-op jobs in ``default``; the workers
+    start on them; timed from both workers up until ``--drain-jobs`` (20,000) more
+    have finished -> jobs/s over the head of the backlog (plain: ``drain``).
+  * ``drain_other_queue``: ``drain`` beside ``--backlog`` ready jobs in a queue no
+    worker serves, ``--backlog`` ready in a served queue paused with
+    ``api.pause_queue``, and ``--backlog`` finished jobs kept (records and index rows
+    as a finish leaves them); workers ``--queue default --queue bench_paused``, the
+    plain drain's too.
+  * ``drain_delayed``: ``drain`` beside ``--backlog`` delayed jobs in ``default``
+    (``run_after`` an hour after the build).
+  * ``enqueue_backlog``: ``enqueue`` with ``--backlog`` ready jobs in ``default``,
+    no workers for it and its plain run (idle ones would drain the backlog).
 
 Workers: later_django ``later_worker --processes 2 --concurrency 16``;
 django-tasks-db two ``db_worker --interval 0.1 --no-startup-delay --no-reload``
@@ -111,7 +131,12 @@ stderr at the end.
     .venv/bin/python bench/bench.py --db postgres --scenarios drain,rss --concurrency 32
 
 PostgreSQL: ``--postgres-url`` (default ``postgres://root@127.0.0.1:5432/bench_later``);
-that database is dropped and created for every scenario run and dropped at the end.
+that database is dropped and created for every scenario run and dropped at the end
+(the backlog templates: ``<name>_backlog_<kind>``, dropped at the end too).
+
+Finished jobs are counted from the stage counters (``later_stage_counts``, success
+and failed summed over the shards), never a ``COUNT(*)`` over the index; a drain
+subtracts what had finished before it published.
 """
 
 from __future__ import annotations
@@ -133,6 +158,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 # The repository root first: this file's own directory would make ``bench`` this script.
 sys.path.insert(0, str(ROOT))
+
+from bench import backlog  # noqa: E402  (after the path is set)
+
 SETTINGS_MODULE = "bench.bench_project.settings"
 NAMESPACE = "bench"  # LATER["NAMESPACE"] in bench_project.settings
 LATER = "later_django"
@@ -157,7 +185,7 @@ SCENARIOS = [
 ]
 #: Opt-in scenarios (not in the default list): ``bloat`` takes a throwaway PostgreSQL
 #: cluster and ``--bloat-minutes`` (10) of steady load (``bench/bloat.py``).
-OPT_IN_SCENARIOS = ["bloat"]
+OPT_IN_SCENARIOS = ["bloat", *backlog.SCENARIOS]
 #: Scenarios of later_django features the peers lack: never run for them (no ratio).
 LATER_ONLY = {"log_append", "log_consume", "partition_drain", "enqueue_unique", "drain_limited"}
 #: drain_limited: the concurrency limit of the drained queue (``BENCH_QUEUE_LIMITS``).
@@ -265,6 +293,12 @@ def start_workers(system: str, options: argparse.Namespace, log_dir: Path) -> Wo
                 str(options.concurrency),
                 "--shutdown-timeout",
                 "10",
+                # BENCH_WORKER_QUEUES (JSON list): --queue for each (backlog scenarios)
+                *(
+                    argument
+                    for name in json.loads(os.environ.get("BENCH_WORKER_QUEUES", "[]"))
+                    for argument in ("--queue", name)
+                ),
                 *(
                     ["--metrics-port", str(options.metrics_port)]
                     if options.metrics_port is not None
@@ -364,13 +398,29 @@ def _sql_value(sql: str) -> Any:
         return cursor.fetchone()[0]
 
 
+def _sql_rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+FINISHED_COUNTERS_SQL = (
+    "SELECT stage, SUM(count) FROM later_stage_counts"
+    " WHERE namespace = %s AND stage IN ('success', 'failed') GROUP BY stage"
+)
+
+
 def finished_count(system: str) -> tuple[int, int]:
     """(successful, failed) jobs, read cheaply."""
     if system == LATER:
-        from later_django.storage.stores import stores_for
-
-        counts = stores_for("default").index.job_index_stage_counts(NAMESPACE)
-        return counts.get("success", 0), counts.get("failed", 0)
+        # The stage counters (kept exact by triggers on the index, finished stages
+        # counted since migration 0005): a few rows per stage, however many jobs are
+        # kept. They count every index row that exists, expired ones the sweep has
+        # not deleted yet too; the bench keeps finished jobs a day, so none expire.
+        by_stage = dict(_sql_rows(FINISHED_COUNTERS_SQL, [NAMESPACE]))
+        return int(by_stage.get("success", 0)), int(by_stage.get("failed", 0))
     if system == PROC:
         from django.db import connection
 
@@ -429,11 +479,15 @@ def enqueue_batch(system: str, task: Any, calls: list[tuple[tuple, dict]]) -> li
         return [task.enqueue(*args, **kwargs) for args, kwargs in calls]
 
 
-def wait_finished(system: str, expected: int, timeout: float) -> tuple[float, int, int]:
-    """Polls until ``expected`` jobs finished or ``timeout``; returns (seconds, success, failed)."""
+def wait_finished(
+    system: str, expected: int, timeout: float, before: tuple[int, int] = (0, 0)
+) -> tuple[float, int, int]:
+    """Polls until ``expected`` jobs finished or ``timeout``; returns (seconds, success,
+    failed), counted from ``before`` (the jobs already finished when the time started)."""
     started = time.perf_counter()
     while True:
         success, failed = finished_count(system)
+        success, failed = success - before[0], failed - before[1]
         elapsed = time.perf_counter() - started
         if success + failed >= expected or elapsed >= timeout:
             return elapsed, success, failed
@@ -619,6 +673,7 @@ def run_drain(system: str, options: argparse.Namespace, log_dir: Path) -> dict[s
     workers = start_workers(system, options, log_dir)
     try:
         ready_s = wait_until_ready(system, workers)
+        before = finished_count(system)  # jobs kept from before (backlog scenarios)
         cpu_before, machine_before = workers.cpu_seconds(), machine_busy_seconds()
         started = time.perf_counter()
         if system == PROC:
@@ -631,7 +686,7 @@ def run_drain(system: str, options: argparse.Namespace, log_dir: Path) -> dict[s
         else:
             enqueue_batch(system, noop, [((), {})] * jobs)
         publish_s = time.perf_counter() - started
-        seconds, success, failed = wait_finished(system, jobs, options.drain_timeout)
+        seconds, success, failed = wait_finished(system, jobs, options.drain_timeout, before)
         cpu_s = workers.cpu_seconds() - cpu_before
         machine_s = machine_busy_seconds() - machine_before
         job_pids = workers.job_pids()
@@ -854,6 +909,8 @@ def driver(scenario: str, options: argparse.Namespace) -> None:
         result = run_drain(system, options, log_dir)
     elif scenario == "enqueue_unique":
         result = run_enqueue_unique(options)
+    elif scenario == "drain_backlog" or scenario.startswith(backlog.BUILD_PREFIX):
+        result = backlog.driver(scenario, options, log_dir, sys.modules[__name__])
     else:
         result = run_latency(system, options, log_dir)
     print(json.dumps(result), flush=True)
@@ -897,76 +954,95 @@ def run_scenario(
     system: str, db: str, scenario: str, options: argparse.Namespace, directory: Path, run: int
 ) -> dict[str, Any]:
     label = f"{scenario}-{system}-{run}"
+    extra_env = {}
+    if scenario == "partition_drain":
+        extra_env["BENCH_TOPICS"] = json.dumps({PARTITION_TOPIC: {"partitions": PARTITION_COUNT}})
+    if scenario == "drain_limited":
+        extra_env["BENCH_QUEUE_LIMITS"] = json.dumps(
+            {"default": {"concurrency": LIMITED_CONCURRENCY}}
+        )
     with fresh_database(db, options, directory, label) as url:
-        env = {
-            **os.environ,
-            "BENCH_SYSTEM": system,
-            "BENCH_DATABASE_URL": url,
-            "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
-            **(
-                {"BENCH_TOPICS": json.dumps({PARTITION_TOPIC: {"partitions": PARTITION_COUNT}})}
-                if scenario == "partition_drain"
-                else {}
-            ),
-            **(
-                {
-                    "BENCH_QUEUE_LIMITS": json.dumps(
-                        {"default": {"concurrency": LIMITED_CONCURRENCY}}
-                    )
-                }
-                if scenario == "drain_limited"
-                else {}
-            ),
-            "PYTHONPATH": os.pathsep.join(
-                [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-            ),
-        }
-        subprocess.run(
-            [sys.executable, "-m", "django", "migrate", "--verbosity", "0"],
-            env=env,
-            cwd=ROOT,
-            check=True,
-        )
-        forwarded = [
-            f"--{name.replace('_', '-')}={getattr(options, name)}"
-            for name in (
-                "enqueue_jobs",
-                "bulk_jobs",
-                "drain_jobs",
-                "drain_timeout",
-                "latency_jobs",
-                "latency_rate",
-                "concurrency",
-                "dtdb_interval",
-                "log_records",
-                "in_tx_jobs",
-                "bare_inserts",
-                "enqueue_workers",
-            )
-        ]
-        if options.metrics_port is not None:
-            forwarded.append(f"--metrics-port={options.metrics_port}")
-        completed = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--driver",
-                scenario,
-                "--log-dir",
-                options.log_dir or str(directory),
-                "--label",
-                label,
-                *forwarded,
-            ],
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-            check=True,
-        )
-    result = json.loads(completed.stdout.strip().splitlines()[-1])
+        migrate(url, system, extra_env)
+        result = drive(system, scenario, url, options, directory, label, extra_env)
     for line in result.get("worker_problems", []):
         print(f"[{system} {scenario} run {run + 1}] worker log: {line}", file=sys.stderr)
+    return result
+
+
+def driver_env(system: str, url: str, extra_env: dict[str, str]) -> dict[str, str]:
+    """The environment of a driver, its workers and ``migrate``: the system, the
+    database, the scenario's settings (``extra_env``), this repository importable."""
+    return {
+        **os.environ,
+        "BENCH_SYSTEM": system,
+        "BENCH_DATABASE_URL": url,
+        "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
+        **extra_env,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
+
+
+def migrate(url: str, system: str, extra_env: dict[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "django", "migrate", "--verbosity", "0"],
+        env=driver_env(system, url, extra_env),
+        cwd=ROOT,
+        check=True,
+    )
+
+
+def drive(
+    system: str,
+    scenario: str,
+    url: str,
+    options: argparse.Namespace,
+    directory: Path,
+    label: str,
+    extra_env: dict[str, str],
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Runs the driver of ``scenario`` on the (migrated) database at ``url``; returns
+    its JSON result. ``overrides`` replace forwarded options (e.g. ``enqueue_workers``)."""
+    forwarded = [
+        f"--{name.replace('_', '-')}={overrides.get(name, getattr(options, name))}"
+        for name in (
+            "enqueue_jobs",
+            "bulk_jobs",
+            "drain_jobs",
+            "drain_timeout",
+            "latency_jobs",
+            "latency_rate",
+            "concurrency",
+            "dtdb_interval",
+            "log_records",
+            "in_tx_jobs",
+            "bare_inserts",
+            "enqueue_workers",
+            "backlog",
+            "backlog_batch",
+        )
+    ]
+    if options.metrics_port is not None:
+        forwarded.append(f"--metrics-port={options.metrics_port}")
+    completed = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--driver",
+            scenario,
+            "--log-dir",
+            options.log_dir or str(directory),
+            "--label",
+            label,
+            *forwarded,
+        ],
+        env=driver_env(system, url, extra_env),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -1324,6 +1400,15 @@ def main() -> None:
     )
     parser.add_argument("--dtdb-interval", type=float, default=0.1, help="db_worker --interval")
     parser.add_argument("--log-records", type=int, default=100_000, help="log_* scenarios")
+    parser.add_argument(
+        "--backlog",
+        type=int,
+        default=1_000_000,
+        help="backlog scenarios: jobs in each part of the backlog",
+    )
+    parser.add_argument(
+        "--backlog-batch", type=int, default=10_000, help="backlog build: jobs per transaction"
+    )
     parser.add_argument("--postgres-url", default="postgres://root@127.0.0.1:5432/bench_later")
     parser.add_argument(
         "--table", action="store_true", help="a Markdown table of the figures on stderr at the end"
@@ -1371,6 +1456,8 @@ def main() -> None:
             "the figures will be noisy",
             file=sys.stderr,
         )
+    chosen_backlog = [name for name in backlog.SCENARIOS if name in scenarios]
+    scenarios = [name for name in scenarios if name not in backlog.SCENARIOS]
     # The drain measures RSS too: run it once for either.
     runs_of = [s for s in SCENARIOS if s in scenarios and s != "rss"]
     if "rss" in scenarios and "drain" not in scenarios:
@@ -1423,6 +1510,8 @@ def main() -> None:
                         )
                 if name == "enqueue":
                     emit(figures("bare_insert_commit", LATER, results[LATER], options)[0])
+        if chosen_backlog:
+            backlog.run(chosen_backlog, options, Path(directory), emit, sys.modules[__name__])
     if options.table:
         print(markdown_table(printed, peers), file=sys.stderr)
 

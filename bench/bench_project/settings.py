@@ -16,6 +16,10 @@ Read from the environment (``bench.py`` sets them for its drivers and workers):
   ``LATER["TOPICS"]`` for ``partition_drain``, ``LATER["QUEUE_LIMITS"]`` for
   ``drain_limited``, ``LATER["RETENTION"]`` for ``bloat.py`` (finished records
   kept briefly, so the sweep deletes them during the run).
+* ``BENCH_QUEUES`` (optional, JSON list): the ``LaterBackend``'s ``QUEUES`` (default
+  ``["default"]``), for ``drain_other_queue``'s queues beside ``default``
+  (``bench/backlog.py``); ``BENCH_WORKER_QUEUES`` is read by ``bench.py`` itself
+  (``later_worker --queue`` for each).
 
 PostgreSQL connections prepare a statement on the server at its fifth run
 (``OPTIONS["prepare_threshold"] = 5``, what docs/operations.md recommends for a
@@ -63,6 +67,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 if SYSTEM == "later_django":
     INSTALLED_APPS = ["later_django"]
     TASKS = {"default": {"BACKEND": "later_django.backend.LaterBackend", "QUEUES": ["default"]}}
+    if os.environ.get("BENCH_QUEUES"):  # backlog scenarios: the backend's queues, as JSON
+        import json
+
+        TASKS["default"]["QUEUES"] = json.loads(os.environ["BENCH_QUEUES"])
     LATER = {"NAMESPACE": "bench"}
     if os.environ.get("BENCH_TOPICS"):  # partition_drain: the topics, as JSON
         import json
