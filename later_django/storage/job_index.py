@@ -390,7 +390,9 @@ class JobIndexStore:
         ``<ns>-stage-{enqueued,running,waiting}-jobs``, those whose key starts with
         ``<ns>-stats-job-in-`` or ``<ns>-stats-partition-jobs-`` (a half-open key
         range), then index rows of queued jobs not on a partition (the queue
-        answers for those). Each delete is bounded by what is left of ``limit``.
+        answers for those; found through their own partial index, migration 0017,
+        not among the queued partitioned jobs' rows). Each delete is bounded by what
+        is left of ``limit``.
         """
         q, driver = self._q, self._driver
         budget = max(limit, 0)
@@ -414,5 +416,6 @@ class JobIndexStore:
             removed += done
         if budget > 0:
             params = {"namespace": namespace, "limit": budget}
-            removed += driver.execute(q.purge_queued_index_rows, params)
+            with driver.index_walks_only():
+                removed += driver.execute(q.purge_queued_index_rows, params)
         return removed

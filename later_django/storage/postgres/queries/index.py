@@ -70,9 +70,11 @@ class PostgresIndexQueries(IndexQueries):
         ' WHERE range_key COLLATE "C" >= %(start)s AND range_key COLLATE "C" < %(stop)s'
         " LIMIT %(limit)s)"
     )
+    # The leftovers from their partial index (migration 0017), then one probe of
+    # the primary key each (an array, as in ``remove``).
     purge_queued_index_rows = (
-        "DELETE FROM later_jobs_index WHERE (namespace, job_id) IN ("
-        " SELECT namespace, job_id FROM later_jobs_index"
+        "DELETE FROM later_jobs_index WHERE namespace = %(namespace)s AND job_id = ANY(ARRAY("
+        " SELECT job_id FROM later_jobs_index"
         " WHERE namespace = %(namespace)s AND stage = 'enqueued' AND topic IS NULL"
-        " LIMIT %(limit)s)"
+        " LIMIT %(limit)s)) AND stage = 'enqueued' AND topic IS NULL"
     )
