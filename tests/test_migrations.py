@@ -43,6 +43,7 @@ EXPECTED_INDEXES = {
     "later_jobs_index_partition_idx",
     "later_jobs_index_parent_idx",
     "later_jobs_index_expire_idx",
+    "later_jobs_index_queued_idx",
 }
 
 

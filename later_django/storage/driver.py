@@ -217,6 +217,17 @@ class Driver:
         with transaction.atomic(using=self.using, savepoint=savepoint):
             yield
 
+    @contextmanager
+    def index_walks_only(self) -> Iterator[None]:
+        """A transaction (a savepoint inside the caller's) whose statements walk
+        indexes, never a whole table: for a maintenance statement bounded by an
+        index range and a ``LIMIT``, which a planner without statistics (a table
+        never analyzed) or a generic plan may cost as cheaper read in full.
+        PostgreSQL: ``enable_seqscan`` off for the block only; SQLite: nothing (its
+        statements are shaped, or name their index, where it could choose a scan)."""
+        with self.atomic():
+            yield
+
     @property
     def combines_statements(self) -> bool:
         """Whether a batch's writes to several tables may run as one statement."""

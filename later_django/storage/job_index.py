@@ -221,8 +221,11 @@ class JobIndexStore:
             counts[stage] = counts.get(stage, 0) + int(total)
         return counts
 
-    def job_index_reconcile_stage_counts(self, namespace: str) -> None:
-        """Corrects the namespace's stage counters and queue depths to recounts.
+    def job_index_reconcile_stage_counts(
+        self, namespace: str, *, max_rows: int | None = None
+    ) -> int:
+        """Corrects the namespace's stage counters and queue depths to recounts;
+        returns how many of the two counter tables it recounted.
 
         Exact beside concurrent writers, without locking them out: one statement
         per counter table recounts the rows (every index row that exists, the
@@ -232,13 +235,28 @@ class JobIndexStore:
         holds after: once the writers running meanwhile commit, every counter sum
         equals its recount. Writes nothing when nothing drifted. One transaction
         (a savepoint inside the caller's).
-        """
-        params = {"namespace": namespace}
-        with self._driver.atomic():
-            self._driver.execute(self._q.reconcile_stage_counts, params)
-            self._driver.execute(self._q.reconcile_queue_depth, params)
 
-    # --- listings ---
+        A recount reads every row of the namespace in its table. With
+        ``max_rows``, a table whose namespace holds more rows than that is left
+        as it is (the triggers keep its counters: decision 115), found by reading at
+        most ``max_rows + 1`` index entries, so the call reads at most about
+        twice ``max_rows`` rows per table whatever the tables hold.
+        """
+        q, driver = self._q, self._driver
+        params = {"namespace": namespace}
+        recounted = 0
+        with driver.index_walks_only():
+            for probe, recount in (
+                (q.reconcile_index_rows_within, q.reconcile_stage_counts),
+                (q.reconcile_queue_rows_within, q.reconcile_queue_depth),
+            ):
+                if max_rows is not None:
+                    row = driver.fetch_one(probe, {**params, "limit": max_rows + 1})
+                    if row is None or int(row[0]) > max_rows:
+                        continue
+                driver.execute(recount, params)
+                recounted += 1
+        return recounted
 
     def job_index_list_by_stage(
         self, namespace: str, stage: str, cursor: str | None = None, limit: int = 50
@@ -390,7 +408,9 @@ class JobIndexStore:
         ``<ns>-stage-{enqueued,running,waiting}-jobs``, those whose key starts with
         ``<ns>-stats-job-in-`` or ``<ns>-stats-partition-jobs-`` (a half-open key
         range), then index rows of queued jobs not on a partition (the queue
-        answers for those). Each delete is bounded by what is left of ``limit``.
+        answers for those; found through their own partial index, migration 0017,
+        not among the queued partitioned jobs' rows). Each delete is bounded by what
+        is left of ``limit``.
         """
         q, driver = self._q, self._driver
         budget = max(limit, 0)
@@ -414,5 +434,6 @@ class JobIndexStore:
             removed += done
         if budget > 0:
             params = {"namespace": namespace, "limit": budget}
-            removed += driver.execute(q.purge_queued_index_rows, params)
+            with driver.index_walks_only():
+                removed += driver.execute(q.purge_queued_index_rows, params)
         return removed

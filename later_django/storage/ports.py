@@ -130,9 +130,13 @@ class JobIndexPort(Protocol):
     def job_index_stage_counts(self, namespace: str) -> dict[str, int]:
         """Job count per stage, from one query whose parts are O(1) or bounded."""
 
-    def job_index_reconcile_stage_counts(self, namespace: str) -> None:
+    def job_index_reconcile_stage_counts(
+        self, namespace: str, *, max_rows: int | None = None
+    ) -> int:
         """Corrects the namespace's stage counters and queue depths to recounts; exact
-        beside concurrent writers once they commit, and no write when nothing drifted."""
+        beside concurrent writers once they commit, and no write when nothing drifted.
+        With ``max_rows``, a table whose namespace holds more rows is not recounted
+        (nor read beyond ``max_rows + 1`` entries). Returns the tables recounted (0-2)."""
 
     def job_index_list_by_stage(
         self, namespace: str, stage: str, cursor: str | None = None, limit: int = 50

@@ -37,21 +37,25 @@ class UpkeepStore:
         ``later_storage_range``; returns how many. Unexpired rows are never touched.
 
         Expired values go first and the range members share what is left of
-        ``limit``. Each table is one short statement in its own transaction (none
-        is opened when the caller is in one), so no call holds the write lock for
-        long: loop until it returns less than ``limit`` to catch up.
+        ``limit``. Each table is one short statement in its own transaction (a
+        savepoint when the caller is in one), so no call holds the write lock for
+        long: loop until it returns less than ``limit`` to catch up. Each reads the
+        expiry index up to what it deletes, never the table
+        (``Driver.index_walks_only``).
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
         if limit == 0:
             return 0
-        q, now = self._q, now_ms()
-        removed = self._driver.execute(q.sweep_expired_values, {"now": now, "limit": limit})
+        q, driver, now = self._q, self._driver, now_ms()
+        with driver.index_walks_only():
+            removed = driver.execute(q.sweep_expired_values, {"now": now, "limit": limit})
         remaining = limit - removed
         if remaining > 0:
-            removed += self._driver.execute(
-                q.sweep_expired_range_members, {"now": now, "limit": remaining}
-            )
+            with driver.index_walks_only():
+                removed += driver.execute(
+                    q.sweep_expired_range_members, {"now": now, "limit": remaining}
+                )
         return removed
 
     def checkpoint_wal_above(self, frames: int, truncate_wait_ms: int) -> WalCheckpoint:

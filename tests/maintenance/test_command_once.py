@@ -13,14 +13,16 @@ from django.core.management import call_command
 from django.test import override_settings
 from django.utils import timezone
 
+from later_django.api import enqueue_many
 from later_django.core.clock import now_ms
 from later_django.core.keys import due_scan_bounds
 from later_django.engine.recurring import SOURCE_SETTINGS, list_recurring, sync_configured_recurring
 from later_django.maintenance import registered_passes
+from later_django.maintenance.reconcile import RECONCILE_MAX_ROWS
 from later_django.storage.stores import stores_for
 from later_django.storage.types import Set
 from tests.engine import tasks
-from tests.maintenance.conftest import NAMESPACE
+from tests.maintenance.conftest import NAMESPACE, execute
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -52,7 +54,7 @@ def test_once_says_what_each_pass_did_with_units(alias: str) -> None:
     lines = once()
     assert lines["sweep"].startswith("2 rows deleted (")
     assert lines["promote"].startswith("1 job promoted (")
-    assert lines["reconcile"].startswith("1 namespace recounted (")
+    assert lines["reconcile"].startswith("2 counter tables recounted (")
     assert lines["queue_sample"].startswith("1 sample written (")
     assert lines["purge"].startswith("0 rows deleted (")
     assert lines["recurring"] == "skipped: nothing to do"
@@ -61,6 +63,26 @@ def test_once_says_what_each_pass_did_with_units(alias: str) -> None:
     # Every registered pass has its line, whether it ran or not.
     assert {p.name for p in registered_passes()} <= set(lines)
     assert stores.queue.depth(NAMESPACE) == 1
+
+
+def test_recount_recounts_the_counters_from_every_row_whatever_their_number(
+    alias: str,
+) -> None:
+    """``--recount``: the full recount the ``reconcile`` pass leaves to an operator
+    once a table holds more than ``RECONCILE_MAX_ROWS`` rows (decision 114)."""
+    stores = stores_for(alias)
+    queued = RECONCILE_MAX_ROWS + 1
+    enqueue_many(tasks.add, [((n, 0), {}) for n in range(queued)], ids_only=True)
+    execute(alias, "UPDATE later_queue_depth SET ready = ready + 40")
+    # The job index (no rows: queued jobs have none) is recounted, the queue is not.
+    assert once("--pass", "reconcile")["reconcile"].startswith("1 counter table recounted (")
+    assert stores.index.job_index_stage_counts(NAMESPACE)["enqueued"] == queued + 40
+    out = StringIO()
+    call_command("later_maintenance", "--recount", stdout=out)
+    assert out.getvalue().startswith(
+        f"recount: stage counters and queue depths of namespace {NAMESPACE!r} recounted ("
+    )
+    assert stores.index.job_index_stage_counts(NAMESPACE)["enqueued"] == queued
 
 
 def test_a_second_once_says_why_the_passes_that_just_ran_were_skipped(alias: str) -> None:

@@ -286,6 +286,29 @@ def test_a_recount_repairs_drifted_finished_counters(db_alias: str) -> None:
     assert counter_totals(db_alias, "other") == {"failed": 1}
 
 
+def test_a_bounded_recount_leaves_a_table_of_more_rows_to_its_triggers(db_alias: str) -> None:
+    """``max_rows``: what the ``reconcile`` pass asks (decision 115). A table whose
+    namespace holds more rows than that is neither recounted nor read further."""
+    stores = stores_for(db_alias)
+    store = stores.index
+    store.job_index_upsert("ns", [row(f"j{n}", "running") for n in range(3)])
+    stores.queue.publish("ns", "default", [b"m"] * 2)
+    run_sql(db_alias, "UPDATE later_stage_counts SET count = count + 7")
+    run_sql(db_alias, "UPDATE later_queue_depth SET ready = ready + 5")
+
+    def ready() -> int:
+        return int(run_sql(db_alias, "SELECT SUM(ready) FROM later_queue_depth")[0][0])
+
+    # Three index rows, two messages: only the queue depth is recounted.
+    assert store.job_index_reconcile_stage_counts("ns", max_rows=2) == 1
+    assert counter_totals(db_alias) == {"running": 10}
+    assert ready() == 2
+    assert store.job_index_reconcile_stage_counts("ns", max_rows=1) == 0
+    assert store.job_index_reconcile_stage_counts("ns", max_rows=3) == 2
+    assert counter_totals(db_alias) == {"running": 3}
+    assert store.job_index_reconcile_stage_counts("ns") == 2
+
+
 def test_stage_counts_sum_every_shard_of_a_counter(db_alias: str) -> None:
     store = stores_for(db_alias).index
     run_sql(

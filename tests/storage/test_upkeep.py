@@ -161,6 +161,31 @@ def test_sweep_refuses_a_negative_limit(db_alias: str) -> None:
 # --- vacuum ---
 
 
+def test_index_walks_only_switches_sequential_scans_off_for_its_block_alone(
+    postgres_alias: str,
+) -> None:
+    """The sweeps' and the reconcile's pin (issue 32): off inside, back to the caller's
+    value after, also when the block runs inside the caller's transaction."""
+    driver = stores_for(postgres_alias).driver
+
+    def settings() -> tuple[str, str]:
+        row = driver.fetch_one(
+            "SELECT current_setting('enable_seqscan'), current_setting('enable_bitmapscan')"
+        )
+        assert row is not None
+        return row[0], row[1]
+
+    with transaction.atomic(using=postgres_alias):
+        driver.execute("SET LOCAL enable_bitmapscan = off")
+        with driver.index_walks_only():
+            assert settings() == ("off", "off")
+        assert settings() == ("on", "off")
+    assert settings() == ("on", "on")
+    with driver.index_walks_only():
+        assert settings() == ("off", "off")
+    assert settings() == ("on", "on")
+
+
 def test_vacuum_shrinks_the_sqlite_file_after_deleting_and_sweeping(sqlite_alias: str) -> None:
     store = stores_for(sqlite_alias).upkeep
     path = Path(connections[sqlite_alias].settings_dict["NAME"])

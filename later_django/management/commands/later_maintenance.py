@@ -8,8 +8,10 @@ line per pass (what it did, in its unit, or why it was skipped) and exits: 0
 when every pass that ran succeeded, 1 when one raised (the others still ran).
 Without it the command loops until SIGTERM/SIGINT, which let the running pass
 finish (within its time budget). ``--pass NAME`` (repeatable) limits it to
-those passes. Workers run the same passes; any number of workers and
-``later_maintenance`` processes may run side by side, the lease key
+those passes. ``--recount`` only recounts the stage counters and queue depths from
+every row (what the ``reconcile`` pass does only for small tables) and exits.
+Workers run the same passes; any number of workers and ``later_maintenance``
+processes may run side by side, the lease key
 ``<namespace>-pass-<name>`` lets one run each pass at a time. Logs through the
 logger ``later_django.maintenance``.
 """
@@ -20,6 +22,7 @@ import logging
 import os
 import signal
 import socket
+import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -73,6 +76,13 @@ class Command(BaseCommand):
             "(default: loop until SIGTERM/SIGINT)",
         )
         parser.add_argument(
+            "--recount",
+            action="store_true",
+            help="recount the stage counters and queue depths from every row of the "
+            "namespace (reads the whole job index and delivery queue; for counters "
+            "changed by hand, e.g. after a TRUNCATE or a restore), then exit",
+        )
+        parser.add_argument(
             "--pass",
             action="append",
             dest="passes",
@@ -87,6 +97,9 @@ class Command(BaseCommand):
         log_to_stderr_unless_configured()
         settings = later_settings()
         refuse_missing_tables(settings.database)
+        if options["recount"]:
+            self._recount(settings.database, settings.namespace, options["verbosity"])
+            return
         names = options["passes"]
         if names:
             known = [p.name for p in registered_passes(settings)]
@@ -107,6 +120,16 @@ class Command(BaseCommand):
             self._once(runner, options["verbosity"])
         else:
             self._loop(runner)
+
+    def _recount(self, using: str, namespace: str, verbosity: int) -> None:
+        """The full recount the ``reconcile`` pass leaves to an operator (decision 115)."""
+        started = time.monotonic()
+        stores_for(using).index.job_index_reconcile_stage_counts(namespace)
+        if verbosity >= 1:
+            self.stdout.write(
+                f"recount: stage counters and queue depths of namespace {namespace!r} "
+                f"recounted ({time.monotonic() - started:.3f}s)"
+            )
 
     def _once(self, runner: PassRunner, verbosity: int) -> None:
         counts = sync_recurring_settings(runner)

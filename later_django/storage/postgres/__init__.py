@@ -13,8 +13,8 @@ tables may run as one ``WITH`` statement (:mod:`later_django.storage.batch`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, ClassVar
 
 from django.db import transaction
@@ -24,6 +24,18 @@ from later_django.storage.driver import Driver, Params, Row, RowsStatement, Wake
 
 #: The session's commits return before their WAL reaches disk (see relax_commit_durability).
 ASYNCHRONOUS_COMMIT = "SET synchronous_commit = off"
+#: ``Driver.index_walks_only``: the setting as it was (read first: the sub-select
+#: with ``OFFSET 0`` is not flattened), then off to the end of the transaction.
+PIN_INDEX_WALKS = (
+    "SELECT seq, bitmap, set_config('enable_seqscan', 'off', true),"
+    " set_config('enable_bitmapscan', 'off', true)"
+    " FROM (SELECT current_setting('enable_seqscan') AS seq,"
+    " current_setting('enable_bitmapscan') AS bitmap OFFSET 0) AS setting"
+)
+UNPIN_INDEX_WALKS = (
+    "SELECT set_config('enable_seqscan', %(seq)s, true),"
+    " set_config('enable_bitmapscan', %(bitmap)s, true)"
+)
 #: A statement is prepared on the server at its fifth run on a worker's session
 #: (psycopg's own default; Django's connections default to never): the claim, the
 #: start and the outcome run thousands of times, a rare maintenance statement not
@@ -88,6 +100,21 @@ class PostgresDriver(Driver):
 
     def list_param(self, values: Sequence[Any]) -> Any:
         return list(values)
+
+    @contextmanager
+    def index_walks_only(self) -> Iterator[None]:
+        """``enable_seqscan`` and ``enable_bitmapscan`` off for the block (``SET
+        LOCAL``, as the claim function's own settings), then back to what they were:
+        a savepoint released inside the caller's transaction would otherwise leave
+        them off for the caller's later statements. A bitmap walk reads its whole
+        index range before a ``LIMIT`` can stop it; an index walk stops there. (The
+        block's statements should run only under it: a plan the session caches for
+        a prepared statement keeps the settings it was made with.)"""
+        with self.atomic():
+            row = self.fetch_one(PIN_INDEX_WALKS)
+            yield
+            seq, bitmap = (row[0], row[1]) if row else ("on", "on")
+            self.execute(UNPIN_INDEX_WALKS, {"seq": seq, "bitmap": bitmap})
 
     def write_transaction(self) -> AbstractContextManager[None]:
         return nullcontext()

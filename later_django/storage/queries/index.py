@@ -146,6 +146,16 @@ class IndexQueries:
         " ON CONFLICT (namespace, stage, shard) DO UPDATE SET"
         " count = later_stage_counts.count + excluded.count"
     )
+    # The rows a recount would read, counted only up to ``limit``: a read of at
+    # most ``limit`` index entries, whatever the table holds.
+    reconcile_index_rows_within = (
+        "SELECT COUNT(*) FROM (SELECT 1 FROM later_jobs_index"
+        " WHERE namespace = %(namespace)s LIMIT %(limit)s) AS probe"
+    )
+    reconcile_queue_rows_within = (
+        "SELECT COUNT(*) FROM (SELECT 1 FROM later_delivery_queue"
+        " WHERE namespace = %(namespace)s LIMIT %(limit)s) AS probe"
+    )
     reconcile_queue_depth = (
         "INSERT INTO later_queue_depth (namespace, queue_name, shard, ready)"
         " SELECT namespace, queue_name, 0, SUM(n) FROM ("

@@ -2,7 +2,9 @@
 
 The sweeps delete through a bounded sub-select on the partial indexes
 ``later_storage_expire_idx`` / ``later_storage_range_expire_idx`` (both
-``WHERE date_expire IS NOT NULL``), so one call touches at most ``limit`` rows.
+``WHERE date_expire IS NOT NULL``), so one call touches at most ``limit`` rows
+and reads no more than it deletes (issue 32: not the whole table, however big,
+statistics or none).
 
 The write-ahead log and ``VACUUM`` are SQLite's alone: each vendor's query
 class says what its database does for them (PostgreSQL: nothing).
@@ -17,18 +19,11 @@ from later_django.storage.types import WalCheckpoint
 class UpkeepQueries:
     """Upkeep statements, and the vendor's WAL checkpoint and vacuum."""
 
-    sweep_expired_values = (
-        "DELETE FROM later_storage WHERE key IN ("
-        "SELECT key FROM later_storage "
-        "WHERE date_expire IS NOT NULL AND date_expire <= %(now)s LIMIT %(limit)s)"
-    )
-    sweep_expired_range_members = (
-        "DELETE FROM later_storage_range WHERE sequence IN ("
-        "SELECT sequence FROM later_storage_range "
-        "WHERE date_expire IS NOT NULL AND date_expire <= %(now)s LIMIT %(limit)s)"
-    )
-
-    # Spelled per vendor.
+    # Spelled per vendor. Both run inside ``Driver.index_walks_only``.
+    #: (now, limit): deletes up to ``limit`` values expired at ``now``.
+    sweep_expired_values: str
+    #: (now, limit): deletes up to ``limit`` range members expired at ``now``.
+    sweep_expired_range_members: str
     #: -> (size in bytes of the whole database,)
     total_db_size_bytes: str
 

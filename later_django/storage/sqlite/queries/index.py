@@ -54,9 +54,10 @@ class SqliteIndexQueries(IndexQueries):
         " SELECT sequence FROM later_storage_range"
         " WHERE range_key >= %(start)s AND range_key < %(stop)s LIMIT %(limit)s)"
     )
+    # The leftovers' own partial index (migration 0017), named.
     purge_queued_index_rows = (
         "DELETE FROM later_jobs_index WHERE rowid IN ("
-        " SELECT rowid FROM later_jobs_index"
+        " SELECT rowid FROM later_jobs_index INDEXED BY later_jobs_index_queued_idx"
         " WHERE namespace = %(namespace)s AND stage = 'enqueued' AND topic IS NULL"
         " LIMIT %(limit)s)"
     )

@@ -41,6 +41,18 @@ def set_busy_timeout(milliseconds: int) -> str:
 
 @SqliteDriver.register
 class SqliteUpkeepQueries(UpkeepQueries):
+    # The expiry index named: never a walk of the table (or of its primary key)
+    # filtered by the expiry.
+    sweep_expired_values = (
+        "DELETE FROM later_storage WHERE key IN ("
+        "SELECT key FROM later_storage INDEXED BY later_storage_expire_idx "
+        "WHERE date_expire IS NOT NULL AND date_expire <= %(now)s LIMIT %(limit)s)"
+    )
+    sweep_expired_range_members = (
+        "DELETE FROM later_storage_range WHERE sequence IN ("
+        "SELECT sequence FROM later_storage_range INDEXED BY later_storage_range_expire_idx "
+        "WHERE date_expire IS NOT NULL AND date_expire <= %(now)s LIMIT %(limit)s)"
+    )
     total_db_size_bytes = (
         "SELECT (SELECT page_count FROM pragma_page_count()) "
         "* (SELECT page_size FROM pragma_page_size())"
