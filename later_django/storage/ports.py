@@ -30,6 +30,7 @@ from later_django.storage.types import (
     ClaimedMessage,
     ExecutionLease,
     FailureGroup,
+    IndexFilters,
     JobIndexChange,
     JobIndexMetricsBatch,
     JobIndexPage,
@@ -140,6 +141,19 @@ class JobIndexPort(Protocol):
         """A page of at most ``limit`` index rows in ``stage``, most recently transitioned first;
         the rows of ``enqueued`` are those of partitioned jobs only (the others have no index
         row: see :meth:`queued_messages`)."""
+
+    def job_index_list_filtered(
+        self,
+        namespace: str,
+        stage: str,
+        filters: IndexFilters,
+        cursor: str | None = None,
+        limit: int = 50,
+        since_ms: int | None = None,
+    ) -> JobIndexPage:
+        """:meth:`job_index_list_by_stage` of the rows ``filters`` match that entered the
+        stage at or after ``since_ms``: a keyset walk of a filter index (migration 0018)
+        whose cost is the page, however few rows match."""
 
     def queued_messages(
         self, namespace: str, before_sequence: int | None, limit: int
