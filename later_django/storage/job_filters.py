@@ -12,7 +12,7 @@ checks the others on the rows it reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from later_django.core import clock
 from later_django.storage.driver import Driver
@@ -46,6 +46,23 @@ def parse_stage_cursor(cursor: str) -> tuple[int, str] | None:
         return int(date_text), job_id
     except ValueError:
         raise ValueError(f"not a job-list cursor: {cursor!r}") from None
+
+
+class FilteredIndexPort(Protocol):
+    """The filtered lists of the job index port (:class:`~.ports.JobIndexPort`)."""
+
+    def job_index_list_filtered(
+        self,
+        namespace: str,
+        stage: str,
+        filters: IndexFilters,
+        cursor: str | None = None,
+        limit: int = 50,
+        since_ms: int | None = None,
+    ) -> JobIndexPage:
+        """:meth:`job_index_list_by_stage` of the rows ``filters`` match that entered the
+        stage at or after ``since_ms``: a keyset walk of a filter index (migration 0018)
+        whose cost is the page, however few rows match."""
 
 
 class FilteredIndexReads:

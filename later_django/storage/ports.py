@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from later_django.storage.dashboard import PartitionHeadRow, PartitionKey, PartitionLeaseRow
 from later_django.storage.execution import RunningExecution
+from later_django.storage.job_filters import FilteredIndexPort
 from later_django.storage.job_index import QueuedMessage
 from later_django.storage.leases import Lease, Slot
 from later_django.storage.log import StoredRecord
@@ -30,7 +31,6 @@ from later_django.storage.types import (
     ClaimedMessage,
     ExecutionLease,
     FailureGroup,
-    IndexFilters,
     JobIndexChange,
     JobIndexMetricsBatch,
     JobIndexPage,
@@ -113,7 +113,7 @@ class KeyValuePort(Protocol):
 
 
 @runtime_checkable
-class JobIndexPort(Protocol):
+class JobIndexPort(FilteredIndexPort, Protocol):
     """The dashboard's index of jobs, its stage counters, metric buckets and queue samples.
     Implemented by :class:`~later_django.storage.job_index.JobIndexStore`."""
 
@@ -141,19 +141,6 @@ class JobIndexPort(Protocol):
         """A page of at most ``limit`` index rows in ``stage``, most recently transitioned first;
         the rows of ``enqueued`` are those of partitioned jobs only (the others have no index
         row: see :meth:`queued_messages`)."""
-
-    def job_index_list_filtered(
-        self,
-        namespace: str,
-        stage: str,
-        filters: IndexFilters,
-        cursor: str | None = None,
-        limit: int = 50,
-        since_ms: int | None = None,
-    ) -> JobIndexPage:
-        """:meth:`job_index_list_by_stage` of the rows ``filters`` match that entered the
-        stage at or after ``since_ms``: a keyset walk of a filter index (migration 0018)
-        whose cost is the page, however few rows match."""
 
     def queued_messages(
         self, namespace: str, before_sequence: int | None, limit: int
