@@ -4,7 +4,8 @@ Seeds ``--rows`` (default 1,000,000) jobs straight into ``later_jobs_index`` of 
 dedicated database with one bulk ``INSERT … SELECT`` (70 % success, 10 % failed,
 10 % delayed, 10 % waiting; 7 task paths; finished rows unexpired), recounts the
 stage counters, records a week of queue-length readings, writes the records of every
-failed job (3 queues, 3 error classes) and of the newest 5,000 others, a parent with
+failed job (3 queues, 3 error classes: the index rows carry the same queue and error
+class, as migration 0018's columns) and of the newest 5,000 others, a parent with
 100 continuations, and a week of ``later_task_minute`` (7 tasks, failures of 3
 classes every minute: 252,025 rows), then renders through Django's test client,
 logged in as a superuser:
@@ -16,7 +17,8 @@ logged in as a superuser:
   100 pages (5,000 jobs) deep, its cursor found by walking the pages first
   (target ≤ 50 ms);
 * ``failed_list_<filter>_ms``: the failed list unfiltered and with each filter
-  (:data:`LIST_FILTERS`; ``queue_matching_nothing`` is the worst page: its walk reads
+  (:data:`LIST_FILTERS`; ``queue_matching_nothing``: a page of the queue filter
+  index that finds nothing; before migration 0018 the worst page, whose walk read
   the whole ``SCAN_CAP`` of rows and their records), the search by job id and by task
   prefix (redirects), the job page with 100 continuations and a failed job's page,
   and the tasks, failures (hour, day), queues, workers and recurring pages
@@ -60,21 +62,25 @@ SEED = {
     "sqlite": (
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %s) "
         "INSERT INTO later_jobs_index (namespace, job_id, payload_type, stage, stage_date_ms,"
-        " revision, created_at_ms, date_expire) "
+        " revision, created_at_ms, date_expire, queue_name, error_class) "
         "SELECT %s, printf('01BENCH%%019d', i), printf('bench.tasks.t%%d', i %% 7),"
         " CASE i %% 10 WHEN 0 THEN 'failed' WHEN 1 THEN 'delayed' WHEN 2 THEN 'waiting'"
         " ELSE 'success' END,"
         " %s - i, 2, %s - i - 5,"
-        " CASE WHEN i %% 10 IN (1, 2) THEN NULL ELSE %s END FROM n"
+        " CASE WHEN i %% 10 IN (1, 2) THEN NULL ELSE %s END,"
+        " printf('q%%d', i %% 3),"
+        " CASE WHEN i %% 10 = 0 THEN printf('bench.errors.E%%d', (i / 10) %% 3) END FROM n"
     ),
     "postgresql": (
         "INSERT INTO later_jobs_index (namespace, job_id, payload_type, stage, stage_date_ms,"
-        " revision, created_at_ms, date_expire) "
+        " revision, created_at_ms, date_expire, queue_name, error_class) "
         "SELECT %s, '01BENCH' || lpad(i::text, 19, '0'), 'bench.tasks.t' || (i %% 7),"
         " CASE i %% 10 WHEN 0 THEN 'failed' WHEN 1 THEN 'delayed' WHEN 2 THEN 'waiting'"
         " ELSE 'success' END,"
         " %s - i, 2, %s - i - 5,"
-        " CASE WHEN i %% 10 IN (1, 2) THEN NULL ELSE %s::bigint END"
+        " CASE WHEN i %% 10 IN (1, 2) THEN NULL ELSE %s::bigint END,"
+        " 'q' || (i %% 3),"
+        " CASE WHEN i %% 10 = 0 THEN 'bench.errors.E' || ((i / 10) %% 3) END"
         " FROM generate_series(1, %s) AS i"
     ),
 }
@@ -313,14 +319,14 @@ def seed_tree(now: int) -> None:
         )
         records.append((job_key(NAMESPACE, tree_id), encode_record(record), now))
         index_rows.append(
-            (NAMESPACE, tree_id, "bench.tasks.t0", "success", now, 2, now - 10, parent)
+            (NAMESPACE, tree_id, "bench.tasks.t0", "success", now, 2, now - 10, parent, "q0")
         )
     _insert_records(connection, records)
     with connection.cursor() as cursor:
         cursor.executemany(
             "INSERT INTO later_jobs_index (namespace, job_id, payload_type, stage,"
-            " stage_date_ms, revision, created_at_ms, parent_job_id)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            " stage_date_ms, revision, created_at_ms, parent_job_id, queue_name)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
             index_rows,
         )
 
@@ -409,7 +415,7 @@ LIST_FILTERS = (
     ("queue", "?queue=q1"),
     ("error", "?error=bench.errors.E2"),
     ("task_and_error", "?task=bench.tasks.t3&error=bench.errors.E2"),
-    # Matches nothing: the walk reads its whole cap of rows and their records.
+    # Matches nothing: the queue filter index finds no row (issue 32).
     ("queue_matching_nothing", "?queue=nosuch"),
     ("last_hour", "?since=1h"),
 )

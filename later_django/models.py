@@ -357,6 +357,9 @@ class JobIndexEntry(LaterModel):
     sequence = models.BigIntegerField(null=True)
     parent_job_id = models.CharField(max_length=NAME_LENGTH, null=True)
     date_expire = models.BigIntegerField(null=True)
+    #: The record's queue and its last error's class path, for the list filters (0018).
+    queue_name = models.CharField(max_length=NAME_LENGTH, null=True)
+    error_class = models.TextField(null=True)
 
     class Meta:
         db_table = "later_jobs_index"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import pytest
 from django.apps import apps
@@ -44,6 +45,9 @@ EXPECTED_INDEXES = {
     "later_jobs_index_parent_idx",
     "later_jobs_index_expire_idx",
     "later_jobs_index_queued_idx",
+    "later_jobs_index_task_idx",
+    "later_jobs_index_queue_idx",
+    "later_jobs_index_error_idx",
 }
 
 
@@ -141,9 +145,31 @@ def stage_counter_totals(alias: str) -> dict[tuple[str, str], int]:
         return {(ns, stage): int(total) for ns, stage, total in cursor.fetchall() if total}
 
 
+class OldColumnsIndex:
+    """Writes index rows with the columns of releases before migration 0018 (the
+    store's upsert writes the filter columns too)."""
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    @staticmethod
+    def columns(r: Any) -> tuple:
+        names = ("job_id", "payload_type", "stage", "stage_date_ms", "revision")
+        names += ("created_at_ms", "date_expire_ms")
+        return tuple(getattr(r, name) for name in names)
+
+    def job_index_upsert(self, namespace: str, rows: list) -> None:
+        with connections[self.alias].cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO later_jobs_index (namespace, job_id, payload_type, stage,"
+                " stage_date_ms, revision, created_at_ms, date_expire)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [(namespace, *self.columns(r)) for r in rows],
+            )
+
+
 def test_migration_0005_counts_the_finished_rows_already_in_the_index(db_alias: str) -> None:
     from later_django.core.clock import now_ms
-    from later_django.storage.stores import stores_for
     from later_django.storage.types import JobIndexRow
 
     def row(job_id: str, stage: str, date_expire_ms: int | None = None) -> JobIndexRow:
@@ -160,7 +186,7 @@ def test_migration_0005_counts_the_finished_rows_already_in_the_index(db_alias: 
     hour = 3_600_000
     call_command("migrate", "later_django", "0004", database=db_alias, verbosity=0)
     try:
-        store = stores_for(db_alias).index
+        store = OldColumnsIndex(db_alias)
         store.job_index_upsert(
             "ns",
             [
@@ -220,3 +246,71 @@ def test_record_keys_carry_no_like_index_beside_their_primary_key(db_alias: str)
     # Django's varchar_pattern_ops twin (PostgreSQL) would cost an index entry on
     # every record write for lookups later_django never makes; migration 0004 drops it.
     assert not {name for name in index_names(db_alias) if name.startswith("later_storage_key_")}
+
+
+def test_migration_0018_fills_the_filter_columns_of_rows_already_in_the_index(
+    db_alias: str,
+) -> None:
+    from later_django.core.clock import now_ms
+    from later_django.core.keys import job_key
+    from later_django.core.records import JobError, JobRecord, encode_record
+    from later_django.storage.stores import stores_for
+
+    def record(job_id: str, queue: str, errors: list[str]) -> JobRecord:
+        return JobRecord(
+            job_id=job_id,
+            namespace="ns",
+            task_path="app.t",
+            args=[],
+            kwargs={},
+            queue_name=queue,
+            priority=0,
+            backend="default",
+            stage="failed",
+            stage_at_ms=now_ms(),
+            created_at_ms=now_ms(),
+            errors=[JobError(path, "tb", now_ms(), n) for n, path in enumerate(errors, 1)],
+        )
+
+    filter_indexes = {
+        "later_jobs_index_task_idx",
+        "later_jobs_index_queue_idx",
+        "later_jobs_index_error_idx",
+    }
+    call_command("migrate", "later_django", "0017", database=db_alias, verbosity=0)
+    try:
+        assert not index_names(db_alias) & filter_indexes
+        kv = stores_for(db_alias).kv
+        kv.set(job_key("ns", "a"), encode_record(record("a", "emails", ["E1", "app.E2"])))
+        kv.set(job_key("ns", "b"), encode_record(record("b", "default", [])))
+        kv.set(job_key("ns", "c"), b"not a record")
+        with connections[db_alias].cursor() as cursor:
+            for job_id in ("a", "b", "c", "d"):  # d: its record is gone
+                cursor.execute(
+                    "INSERT INTO later_jobs_index (namespace, job_id, payload_type, stage,"
+                    " stage_date_ms, revision, created_at_ms) VALUES (%s, %s, %s, %s, %s, 1, %s)",
+                    ["ns", job_id, "app.t", "failed", now_ms(), now_ms()],
+                )
+        call_command("migrate", "later_django", "0018", database=db_alias, verbosity=0)
+        assert index_names(db_alias) >= filter_indexes
+        with connections[db_alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT job_id, queue_name, error_class FROM later_jobs_index ORDER BY job_id"
+            )
+            assert cursor.fetchall() == [
+                ("a", "emails", "app.E2"),
+                ("b", "default", None),
+                ("c", None, None),
+                ("d", None, None),
+            ]
+        call_command("migrate", "later_django", "0017", database=db_alias, verbosity=0)
+        assert not index_names(db_alias) & filter_indexes
+        with connections[db_alias].cursor() as cursor:
+            cursor.execute("SELECT * FROM later_jobs_index WHERE job_id = 'a'")
+            names = [column[0] for column in cursor.description]
+        assert "queue_name" not in names and "error_class" not in names
+        assert {t for t in trigger_names(db_alias) if "stage_counts" in t}, (
+            "the stage-count triggers outlive the columns' drop"
+        )
+    finally:
+        call_command("migrate", "later_django", database=db_alias, verbosity=0)

@@ -22,7 +22,7 @@ from later_django.admin.jobs import PAGE_SIZE
 from later_django.core import stages
 from later_django.engine import job_actions as actions
 from later_django.engine.job_actions import BulkOutcome, JobSelection
-from later_django.storage.job_index import parse_stage_cursor
+from later_django.storage.job_filters import parse_stage_cursor
 
 #: Jobs per transaction of a bulk action from the dashboard.
 BATCH_SIZE = actions.DEFAULT_BATCH_SIZE

@@ -1,5 +1,7 @@
 """The job list of a stage: index rows, and for ``enqueued`` the delivery queue first;
-unfiltered pages, and filtered pages found by a walk capped at a number of rows.
+unfiltered pages, pages filtered by task, queue or error from the filter indexes
+(:func:`filtered_page`), and the other filtered pages (a task prefix, any filter of
+the ``enqueued`` list) found by a walk capped at a number of rows.
 
 Queued jobs that are not on a partition have no index row: their unclaimed
 delivery messages (read undecoded by
@@ -22,9 +24,10 @@ from later_django.core.commands import ExecuteJob, decode_command
 from later_django.core.stages import ENQUEUED
 from later_django.engine.job_actions import QUEUE_CURSOR, JobSelection
 from later_django.exceptions import RecordDecodeError
-from later_django.storage.job_index import INDEX_CURSOR, QueuedMessage, stage_cursor
+from later_django.storage.job_filters import INDEX_CURSOR, stage_cursor
+from later_django.storage.job_index import QueuedMessage
 from later_django.storage.ports import JobIndexPort
-from later_django.storage.types import JobIndexPage, JobIndexRow
+from later_django.storage.types import IndexFilters, JobIndexPage, JobIndexRow
 
 #: Rows read per statement while a filtered list looks for matches.
 SCAN_CHUNK = 500
@@ -62,6 +65,33 @@ def list_by_stage(
     """
     page = scan_stage(index, namespace, JobSelection(stage), cursor, limit)
     return JobIndexPage(page.items, page.next_cursor)
+
+
+def answered_by_index(selection: JobSelection) -> bool:
+    """Whether the filter indexes answer the list: a task (exact), queue or error
+    filter, with no task prefix, on a stage other than ``enqueued`` (whose queued
+    jobs are delivery messages, looked at one by one)."""
+    if selection.stage == ENQUEUED or selection.task_prefix is not None:
+        return False
+    return _index_filters(selection).columns() != {}
+
+
+def _index_filters(selection: JobSelection) -> IndexFilters:
+    return IndexFilters(selection.task_path, selection.queue_name, selection.error_class)
+
+
+def filtered_page(
+    index: JobIndexPort, namespace: str, selection: JobSelection, cursor: str | None, limit: int
+) -> ScannedPage:
+    """A page of the list :func:`answered_by_index` serves: one keyset walk of a
+    filter index (the time range too: ``until_ms`` as the first cursor, ``since_ms``
+    in the statement), whose cost is the page however few jobs match; no cap."""
+    if cursor is None or cursor == INDEX_CURSOR:
+        cursor = selection.first_cursor()
+    page = index.job_index_list_filtered(
+        namespace, selection.stage, _index_filters(selection), cursor, limit, selection.since_ms
+    )
+    return ScannedPage(page.items, page.next_cursor, len(page.items))
 
 
 def scan_stage(

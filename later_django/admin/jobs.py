@@ -5,9 +5,11 @@ Lists are keyset pages of the job index
 each page costs its size, never a count of the table, plus one read by key of its
 jobs' records (queue, attempts, run-at, duration, error). The ``enqueued`` list
 comes from the delivery queue first (queued jobs that are not on a partition
-have no index row), then from the partitioned jobs' index rows. A filter the
-index cannot serve (task, queue, error) looks at no more than :data:`SCAN_CAP`
-rows per page, and the page says where it stopped.
+have no index row), then from the partitioned jobs' index rows. A task, queue or
+error filter is answered by the filter indexes (migration 0018): a keyset page
+whose cost is its size, with no cap. The filters they cannot serve (a task
+prefix; any filter of the ``enqueued`` list) look at no more than
+:data:`SCAN_CAP` rows per page, and the page says where it stopped.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from later_django.admin.attempts import Attempt, attempts_of
-from later_django.admin.job_lists import RowFilter, scan_stage
+from later_django.admin.job_lists import RowFilter, answered_by_index, filtered_page, scan_stage
 from later_django.admin.job_tree import ANCESTORS, JobTree, TreeNode
 from later_django.admin.units import human_duration, when
 from later_django.core import clock, stages
@@ -35,8 +37,8 @@ from later_django.storage.types import JobIndexRow, RangeOrder
 
 #: Jobs per list page.
 PAGE_SIZE = 50
-#: Rows a filtered list looks at per page, at most, for the filters the index cannot
-#: serve (task, queue, error): such a page costs at most this many rows read.
+#: Rows a filtered list looks at per page, at most, for the filters the filter indexes
+#: cannot serve (a task prefix; filters of ``enqueued``): at most this many rows read.
 SCAN_CAP = 5_000
 #: Continuations shown on a job's page (and siblings in its tree).
 CHILDREN_SHOWN = 100
@@ -197,15 +199,19 @@ def stage_page(
     """A page of the jobs ``selection`` picks (``limit``, else :data:`PAGE_SIZE`),
     most recently moved first, after ``cursor`` (``ValueError`` for a malformed
     cursor or an unknown stage), with their records read by key in one statement.
-    Bounded: a task, queue or error filter looks at :data:`SCAN_CAP` rows at most
-    (records read one statement per chunk of rows); the time range is served by
-    the index."""
+    Bounded: a task, queue or error filter is a keyset page of a filter index (one
+    statement, the page's rows, however few match); a task prefix, or any filter of
+    the ``enqueued`` list, looks at :data:`SCAN_CAP` rows at most (records read one
+    statement per chunk of rows); the time range is served by the index."""
     check_stage(selection.stage)
     stores = stores_for(using)
     records = _Records(stores.kv, namespace)
-    keep = records.kept_by(selection) if selection.needs_records else None
     size = PAGE_SIZE if limit is None else limit
-    page = scan_stage(stores.index, namespace, selection, cursor or None, size, keep, SCAN_CAP)
+    if answered_by_index(selection):
+        page = filtered_page(stores.index, namespace, selection, cursor or None, size)
+    else:
+        keep = records.kept_by(selection) if selection.needs_records else None
+        page = scan_stage(stores.index, namespace, selection, cursor or None, size, keep, SCAN_CAP)
     records.read([row.job_id for row in page.items])
     rows = [_job_row(row, records.by_id.get(row.job_id)) for row in page.items]
     return JobPage(rows, page.next_cursor, page.scanned, page.stopped_at)

@@ -39,7 +39,7 @@ from later_django.engine.continuations import commit_releasing_children
 from later_django.engine.record_reads import read_records, read_records_and_errors
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import ActionRefused, RecordDecodeError
-from later_django.storage.job_index import INDEX_CURSOR
+from later_django.storage.job_filters import INDEX_CURSOR
 from later_django.storage.stores import Stores, stores_for
 from later_django.storage.types import Delete, JobIndexRow, RangeRemove
 

@@ -56,6 +56,8 @@ def index_row(
         sequence=record.sequence,
         parent_job_id=record.parent_job_id,
         date_expire_ms=expire_ms,
+        queue_name=record.queue_name,
+        error_class=record.errors[-1].exception_class_path if record.errors else None,
     )
 
 

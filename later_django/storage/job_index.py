@@ -27,6 +27,12 @@ from later_django.core.clock import minute_bucket
 from later_django.core.keys import job_key_prefix
 from later_django.core.stages import ENQUEUED
 from later_django.storage.driver import Driver, as_bytes
+from later_django.storage.job_filters import (
+    FilteredIndexReads,
+    _row,
+    parse_stage_cursor,
+    stage_cursor,
+)
 from later_django.storage.queries.index import QUEUE_DEPTH_LABEL, IndexQueries
 from later_django.storage.types import (
     METRIC_RETENTION_MINUTES,
@@ -47,9 +53,6 @@ DEAD_RANGE_KEYS: tuple[str, ...] = (
 #: Range-key prefixes (after ``<namespace>-``) of earlier dashboards' bookkeeping.
 DEAD_RANGE_PREFIXES: tuple[str, ...] = ("stats-job-in-", "stats-partition-jobs-")
 
-#: The start marker of a stage page's cursor: the first index rows.
-INDEX_CURSOR = "i"
-
 
 @dataclass(frozen=True)
 class QueuedMessage:
@@ -58,31 +61,6 @@ class QueuedMessage:
     sequence: int
     payload: bytes
     available_at_ms: int
-
-
-def _row(values: Sequence[Any]) -> JobIndexRow:
-    """A :class:`JobIndexRow` from the columns of ``ROW_COLUMNS``, in order."""
-    return JobIndexRow(*values)
-
-
-def stage_cursor(row: JobIndexRow) -> str:
-    """The cursor of a stage page that ends with ``row``: ``i:<stage_date_ms>:<job_id>``."""
-    return f"{INDEX_CURSOR}:{row.stage_date_ms}:{row.job_id}"
-
-
-def parse_stage_cursor(cursor: str) -> tuple[int, str] | None:
-    """``(stage_date_ms, job_id)`` of a stage cursor; ``None`` for the start marker
-    ``i``; ``ValueError`` naming the cursor for anything else."""
-    if cursor == INDEX_CURSOR:
-        return None
-    prefix, _, rest = cursor.partition(":")
-    date_text, separator, job_id = rest.partition(":")
-    if prefix != INDEX_CURSOR or not separator:
-        raise ValueError(f"not a job-list cursor: {cursor!r}")
-    try:
-        return int(date_text), job_id
-    except ValueError:
-        raise ValueError(f"not a job-list cursor: {cursor!r}") from None
 
 
 def _parse_sequence_cursor(cursor: str) -> int:
@@ -123,10 +101,12 @@ def _upsert_row(row: JobIndexRow) -> dict[str, Any]:
         "sequence": row.sequence,
         "parent_job_id": row.parent_job_id,
         "date_expire": row.date_expire_ms,
+        "queue_name": row.queue_name,
+        "error_class": row.error_class,
     }
 
 
-class JobIndexStore:
+class JobIndexStore(FilteredIndexReads):
     """The job index on one driver's connection (see :class:`~.contract.Storage`)."""
 
     def __init__(self, driver: Driver) -> None:

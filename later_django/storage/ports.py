@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from later_django.storage.dashboard import PartitionHeadRow, PartitionKey, PartitionLeaseRow
 from later_django.storage.execution import RunningExecution
+from later_django.storage.job_filters import FilteredIndexPort
 from later_django.storage.job_index import QueuedMessage
 from later_django.storage.leases import Lease, Slot
 from later_django.storage.log import StoredRecord
@@ -112,7 +113,7 @@ class KeyValuePort(Protocol):
 
 
 @runtime_checkable
-class JobIndexPort(Protocol):
+class JobIndexPort(FilteredIndexPort, Protocol):
     """The dashboard's index of jobs, its stage counters, metric buckets and queue samples.
     Implemented by :class:`~later_django.storage.job_index.JobIndexStore`."""
 

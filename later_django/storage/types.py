@@ -133,6 +133,29 @@ class JobIndexRow:
     sequence: int | None = None
     parent_job_id: str | None = None
     date_expire_ms: int | None = None
+    #: The record's queue, and its last error's class path (``None`` without errors):
+    #: what the list filters match, from the filter indexes (migration 0018).
+    queue_name: str | None = None
+    error_class: str | None = None
+
+
+@dataclass(frozen=True)
+class IndexFilters:
+    """The filters of a job list the filter indexes answer (migration 0018): each
+    given one must match (the task exactly, the queue, the last error's class path)."""
+
+    task_path: str | None = None
+    queue_name: str | None = None
+    error_class: str | None = None
+
+    def columns(self) -> dict[str, str]:
+        """The given filters as ``{index column: value}``."""
+        given = {
+            "payload_type": self.task_path,
+            "queue_name": self.queue_name,
+            "error_class": self.error_class,
+        }
+        return {column: value for column, value in given.items() if value is not None}
 
 
 @dataclass(frozen=True)

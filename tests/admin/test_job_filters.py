@@ -3,6 +3,7 @@ cursor pages, and the cap on rows a filter the index cannot serve looks at."""
 
 from __future__ import annotations
 
+import dataclasses
 import html as html_lib
 import re
 import time
@@ -65,9 +66,15 @@ def delayed(task, n: int) -> list[str]:
 
 
 def set_error_class(alias: str, job_id: str, class_path: str) -> None:
+    """Gives the job's last error another class, in its record and in its index row
+    (both written by the move that recorded the error)."""
     record = record_of(alias, job_id)
     record.errors[-1].exception_class_path = class_path
-    stores_for(alias).kv.set(job_key("default", job_id), encode_record(record))
+    stores = stores_for(alias)
+    stores.kv.set(job_key("default", job_id), encode_record(record))
+    row = stores.index.job_index_get("default", job_id)
+    assert row is not None
+    stores.index.job_index_upsert("default", [dataclasses.replace(row, error_class=class_path)])
 
 
 def test_the_failed_list_shows_queue_attempts_duration_error_and_created(
@@ -254,21 +261,45 @@ def test_cursor_pages_keep_the_filters(
 def test_the_scan_cap_is_said_and_the_search_can_go_on(
     manager_client: Client, later_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A task prefix is the one filter of an index-listed stage the filter indexes
+    # cannot serve: its walk is capped.
     monkeypatch.setattr(jobs, "SCAN_CAP", 3)
     [target] = delayed(tasks.add_on_emails, 1)
     delayed(tasks.add, 4)
-    html = manager_client.get(list_url("delayed"), {"queue": "emails"}).content.decode()
+    prefix = {"task": "tests.engine.tasks.add_on*"}
+    html = manager_client.get(list_url("delayed"), prefix).content.decode()
     assert listed(html) == []
     assert "Searched the newest 3 delayed jobs" in html
     assert "narrow the time range to search older ones" in html
     assert NEXT_LINK.search(html) is None
     query = html_lib.unescape(CONTINUE_LINK.search(html).group(1))
-    assert "queue=emails" in query
+    assert "task=tests.engine.tasks.add_on" in query
     following = manager_client.get(f"{list_url('delayed')}?{query}").content.decode()
     assert listed(following) == [target]
     assert "Searched" not in following
     # An unfiltered list is served by the index: no cap, no label.
     assert len(get_ids(manager_client, "delayed")) == 5
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"queue": "emails"},
+        {"task": "tests.engine.tasks.add_on_emails"},
+        {"queue": "emails", "task": "tests.engine.tasks.add_on_emails"},
+    ],
+)
+def test_task_and_queue_filters_have_no_cap_and_no_continue_link(
+    manager_client: Client, later_db: str, monkeypatch: pytest.MonkeyPatch, params: dict[str, str]
+) -> None:
+    monkeypatch.setattr(jobs, "SCAN_CAP", 3)
+    [target] = delayed(tasks.add_on_emails, 1)
+    delayed(tasks.add, 4)
+    html = manager_client.get(list_url("delayed"), params).content.decode()
+    assert listed(html) == [target]
+    assert "Searched" not in html
+    assert CONTINUE_LINK.search(html) is None
+    assert get_ids(manager_client, "delayed", queue="nosuch") == []
 
 
 def test_the_filters_travel_in_the_bulk_form(manager_client: Client, later_db: str) -> None:

@@ -69,7 +69,7 @@ def test_recount_recounts_the_counters_from_every_row_whatever_their_number(
     alias: str,
 ) -> None:
     """``--recount``: the full recount the ``reconcile`` pass leaves to an operator
-    once a table holds more than ``RECONCILE_MAX_ROWS`` rows (decision 114)."""
+    once a table holds more than ``RECONCILE_MAX_ROWS`` rows (decision 115)."""
     stores = stores_for(alias)
     queued = RECONCILE_MAX_ROWS + 1
     enqueue_many(tasks.add, [((n, 0), {}) for n in range(queued)], ids_only=True)

@@ -7,6 +7,8 @@ written into the text once at import (fixed text, never values).
 
 from __future__ import annotations
 
+import functools
+
 from later_django.core.stages import FINISHED_STAGES, LIVE_STAGES
 from later_django.storage.driver import RowsStatement
 
@@ -25,7 +27,8 @@ COUNTED_STAGE_LIST = _sql_list(LIVE_STAGES + FINISHED_STAGES)
 #: The columns of an index row, in the order of :class:`JobIndexRow`'s fields.
 ROW_COLUMNS = (
     "job_id, payload_type, stage, stage_date_ms, revision, created_at_ms, wait_ms, "
-    "wait_mode, topic, partition_id, sequence, parent_job_id, date_expire"
+    "wait_mode, topic, partition_id, sequence, parent_job_id, date_expire, queue_name,"
+    " error_class"
 )
 #: The row parameters of ``upsert``: one per column, named as the column.
 ROW_FIELDS = tuple(name.strip() for name in ROW_COLUMNS.split(","))
@@ -46,7 +49,9 @@ UPSERT_CONFLICT = (
     " partition_id = excluded.partition_id,"
     " sequence = excluded.sequence,"
     " parent_job_id = COALESCE(excluded.parent_job_id, later_jobs_index.parent_job_id),"
-    " date_expire = excluded.date_expire"
+    " date_expire = excluded.date_expire,"
+    " queue_name = excluded.queue_name,"
+    " error_class = excluded.error_class"
     " WHERE excluded.revision >= later_jobs_index.revision"
 )
 TRANSITIONS_INTO = (
@@ -90,6 +95,42 @@ _LIST_BY_STAGE = (
 )
 _AFTER_STAGE_KEY = " AND (stage_date_ms, job_id) < (%(after_date_ms)s, %(after_job_id)s)"
 _PARTITIONED = " AND topic IS NOT NULL"
+
+#: The partial predicate of the filter indexes (migration 0018), repeated in the
+#: filtered lists' statements: SQLite uses a partial index only for a query that
+#: holds its terms.
+IN_FILTER_INDEXES = "stage NOT IN ('enqueued', 'running')"
+#: The stages whose rows the filter indexes leave out.
+UNINDEXED_FILTER_STAGES = ("enqueued", "running")
+#: The columns a filtered list may match, in the order their terms are written.
+FILTER_COLUMNS = ("payload_type", "queue_name", "error_class")
+
+
+@functools.cache
+def list_filtered(columns: tuple[str, ...], *, after: bool, since: bool, indexed: bool) -> str:
+    """A keyset page of one stage's unexpired rows whose ``columns`` (of
+    :data:`FILTER_COLUMNS`) equal the parameters of the same names, newest first;
+    ``after``: behind the key ``(after_date_ms, after_job_id)``; ``since``: none
+    older than ``since_ms``; ``indexed``: the stage is one the filter indexes hold
+    (their predicate is written in). Fixed text only: every value is a parameter."""
+    unknown = set(columns) - set(FILTER_COLUMNS)
+    if unknown or not columns:
+        raise ValueError(f"not filter columns: {sorted(unknown) or columns}")
+    terms = ["namespace = %(namespace)s", "stage = %(stage)s"]
+    if indexed:
+        terms.append(IN_FILTER_INDEXES)
+    terms += [f"{column} = %({column})s" for column in FILTER_COLUMNS if column in columns]
+    if after:
+        terms.append(_AFTER_STAGE_KEY.removeprefix(" AND "))
+    if since:
+        terms.append("stage_date_ms >= %(since_ms)s")
+    terms.append("(date_expire IS NULL OR date_expire > %(now)s)")
+    return (
+        f"SELECT {ROW_COLUMNS} FROM later_jobs_index WHERE "
+        + " AND ".join(terms)
+        + " ORDER BY stage_date_ms DESC, job_id DESC LIMIT %(limit)s"
+    )
+
 
 _LIST_BY_PARTITION = (
     f"SELECT {ROW_COLUMNS} FROM later_jobs_index"

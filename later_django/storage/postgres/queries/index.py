@@ -30,7 +30,8 @@ class PostgresIndexQueries(IndexQueries):
         " %(stage_date_ms)s::bigint[], %(revision)s::bigint[], %(created_at_ms)s::bigint[],"
         " %(wait_ms)s::bigint[], %(wait_mode)s::text[], %(topic)s::text[],"
         " %(partition_id)s::integer[], %(sequence)s::bigint[], %(parent_job_id)s::text[],"
-        " %(date_expire)s::bigint[]) AS u" + UPSERT_CONFLICT
+        " %(date_expire)s::bigint[], %(queue_name)s::text[], %(error_class)s::text[]) AS u"
+        + UPSERT_CONFLICT
     )
     # The ids as an array whose length the planner cannot see: on a table never
     # analyzed, ``job_id = ANY(%(job_ids)s)`` of 500 promoted jobs was planned as a
