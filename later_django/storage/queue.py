@@ -143,16 +143,20 @@ class SqlDeliveryQueue:
         _check_positive("lease_ms", lease_ms)
         _check_positive("batch_size", batch_size)
         now = now_ms()
+        # One distinct queue (most workers): its head alone, no merge to plan.
+        single = queue_names is not None and len(set(queue_names)) == 1
         params = {
             "namespace": namespace,
             "queue_names": names,
+            "queue_name": queue_names[0] if single and queue_names is not None else None,
             "now": now,
             "batch_size": batch_size,
             "owner": owner,
             "lease_until": now + lease_ms,
         }
+        statement = self._q.claim_one_queue if single else self._q.claim
         with self._driver.write_transaction():
-            rows = self._driver.fetch_all(self._q.claim, params)
+            rows = self._driver.fetch_all(statement, params)
         messages = [_claimed_message(row) for row in rows]
         # RETURNING order is unspecified on both databases.
         messages.sort(key=lambda message: (-message.priority, message.sequence))

@@ -91,6 +91,9 @@ class QueueQueries:
     #: (namespace, queue_names, now, batch_size, owner, lease_until) -> COLUMNS rows;
     #: ``queue_names`` NULL: every queue.
     claim: str
+    #: ``claim`` of the one queue ``queue_name`` (also given as ``queue_names``): the
+    #: same rows, where a vendor has a cheaper statement for one head than the merge.
+    claim_one_queue: str
     #: (namespace, queue_names, now) -> a row when a claim would find a message;
     #: ``queue_names`` NULL: every queue.
     has_ready: str

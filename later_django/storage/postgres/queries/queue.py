@@ -54,6 +54,8 @@ class PostgresQueueQueries(QueueQueries):
         f"SELECT {COLUMNS}, record_key, record FROM later_claim_counted(%(namespace)s, "
         "%(queue_names)s, %(now)s, %(batch_size)s, %(owner)s, %(lease_until)s)"
     )
+    # The function plans one head as cheaply as it merges several.
+    claim_one_queue = claim
     # Each served queue's own head, as the claim reads it (migration 0016). A
     # lateral rather than EXISTS: the planner may turn EXISTS into a hash join
     # that reads every row of the namespace; a lateral is probed per queue.
