@@ -67,23 +67,14 @@ SQLITE_INDEX_BEFORE = [
     "(namespace, priority DESC, sequence, queue_name, available_at, lease_until)",
 ]
 
-CLAIM_BY_QUEUE = r"""
-CREATE OR REPLACE FUNCTION later_claim_counted(
-    p_namespace text, p_queue_names text[], p_now bigint, p_batch integer,
-    p_owner text, p_lease_until bigint
-) RETURNS TABLE (
-    sequence bigint, queue_name varchar, payload bytea, priority integer,
-    available_at bigint, lease_owner varchar, lease_until bigint, deliveries integer,
-    record_key text, record bytea
-)
-LANGUAGE plpgsql VOLATILE
-SET enable_seqscan = off
-SET enable_bitmapscan = off
-AS $$
-#variable_conflict use_column
-BEGIN
-RETURN QUERY
-WITH RECURSIVE
+# 0014's function with other candidates: its head (signature, settings, record
+# read) and its tail from ``chosen`` on (the batch-or-one rule, the lease and
+# count, the record join) are kept word for word.
+_HEAD, _, _ = _0014.CREATE_CLAIM_COUNTED.partition("WITH candidates AS (")
+_, _, _TAIL = _0014.CREATE_CLAIM_COUNTED.partition("\n), chosen AS (")
+CLAIM_BY_QUEUE = (
+    _HEAD.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
+    + r"""WITH RECURSIVE
 -- The served queues: the given names (each once), or every name of the namespace
 -- found by a skip scan of the claim index (one descent per name).
 every_queue(queue_name) AS (
@@ -112,45 +103,10 @@ every_queue(queue_name) AS (
         FOR UPDATE SKIP LOCKED
     ) AS picked
     ORDER BY picked.priority DESC, picked.sequence
-    LIMIT p_batch
-), chosen AS (
-    SELECT candidates.sequence FROM candidates
-    ORDER BY candidates.priority DESC, candidates.sequence
-    LIMIT CASE WHEN (SELECT count(*) FROM candidates) >= p_batch THEN p_batch ELSE 1 END
-), claimed AS (
-    UPDATE later_delivery_queue AS q
-    SET lease_owner = p_owner, lease_until = p_lease_until, deliveries = q.deliveries + 1
-    FROM chosen WHERE q.sequence = chosen.sequence
-    RETURNING q.sequence AS c_sequence, q.queue_name AS c_queue_name, q.payload AS c_payload,
-              q.priority AS c_priority, q.available_at AS c_available_at,
-              q.lease_owner AS c_lease_owner, q.lease_until AS c_lease_until,
-              q.deliveries AS c_deliveries
-), keyed AS (
-    SELECT claimed.*,
-           -- CASE tries its branches in order: no get_byte past the end.
-           CASE
-               WHEN length(claimed.c_payload) < 12 THEN NULL
-               WHEN substring(claimed.c_payload FROM 1 FOR 10)
-                    <> '\x83a163a36a6f62a26964'::bytea THEN NULL
-               WHEN get_byte(claimed.c_payload, 10) NOT BETWEEN 161 AND 191 THEN NULL
-               WHEN length(claimed.c_payload) < 11 + get_byte(claimed.c_payload, 10) - 160
-                   THEN NULL
-               ELSE p_namespace || '-job-' || encode(
-                   substring(claimed.c_payload FROM 12 FOR get_byte(claimed.c_payload, 10) - 160),
-                   'escape'
-               )
-           END AS c_record_key
-    FROM claimed
+    LIMIT p_batch"""
+    + "\n), chosen AS ("
+    + _TAIL
 )
-SELECT keyed.c_sequence, keyed.c_queue_name, keyed.c_payload, keyed.c_priority,
-       keyed.c_available_at, keyed.c_lease_owner, keyed.c_lease_until, keyed.c_deliveries,
-       keyed.c_record_key, stored.value
-FROM keyed LEFT JOIN later_storage AS stored
-  ON stored.key = keyed.c_record_key
- AND (stored.date_expire IS NULL OR stored.date_expire > p_now);
-END
-$$
-"""
 CLAIM_IN_ORDER = _0014.CREATE_CLAIM_COUNTED.replace(
     "CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1
 )

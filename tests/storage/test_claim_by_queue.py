@@ -10,7 +10,6 @@ the statement (a progress handler called at every step).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,21 +18,10 @@ import pytest
 from django.db import connections, transaction
 
 from later_django.storage.queue import SqlDeliveryQueue
-from later_django.storage.stores import stores_for
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 BACKLOG = 3_000
-
-
-@pytest.fixture
-def namespace() -> str:
-    return f"ns-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def queue(db_alias: str) -> SqlDeliveryQueue:
-    return stores_for(db_alias).queue
 
 
 @contextmanager

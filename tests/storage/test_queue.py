@@ -9,7 +9,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -24,16 +23,6 @@ from later_django.storage.types import ClaimedMessage
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 QUEUE = "jobs"
-
-
-@pytest.fixture
-def namespace() -> str:
-    return f"ns-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def queue(db_alias: str) -> SqlDeliveryQueue:
-    return stores_for(db_alias).queue
 
 
 def scalar(alias: str, sql: str, params: list[Any]) -> Any:

@@ -5,28 +5,15 @@ Each test works in its own namespace, so rows left by another test never show up
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from django.db import connections
 
 from later_django.core.clock import now_ms
 from later_django.storage.queue import SqlDeliveryQueue
-from later_django.storage.stores import stores_for
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 OWNER = "test-host:1:abcdef"
-
-
-@pytest.fixture
-def namespace() -> str:
-    return f"ns-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def queue(db_alias: str) -> SqlDeliveryQueue:
-    return stores_for(db_alias).queue
 
 
 def test_a_claim_for_every_queue_takes_each_queue_in_claim_order(
