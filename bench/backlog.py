@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import statistics
 import time
@@ -357,6 +358,11 @@ def copied_database(
     if options.db == "sqlite":
         path = directory / f"{label}.sqlite3"
         shutil.copyfile(template["path"], path)  # its WAL was checkpointed (TRUNCATE)
+        # On disk before the run: else the run's first checkpoint (an fsync of the
+        # file) writes back the whole fresh copy and the run pays for it (0.5 GB at
+        # 1,000,000 jobs: +65 µs an enqueue over 3,000, measured).
+        with open(path, "rb+") as copy:
+            os.fsync(copy.fileno())
         try:
             yield f"sqlite:///{path}", time.perf_counter() - started
         finally:
