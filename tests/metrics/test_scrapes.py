@@ -79,7 +79,13 @@ def port_samples_once_counted(port: int, workers: Workers) -> Samples:
 
     def counted() -> Samples | None:
         samples = samples_of(scrape_port(port))
-        return samples if total(samples, "later_jobs_total") >= ATTEMPTS else None
+        # Both families: a process's attempt counts and its duration histogram reach
+        # the scrape by separate writes, so one may show every attempt before the other.
+        complete = all(
+            total(samples, family) >= ATTEMPTS
+            for family in ("later_jobs_total", "later_job_duration_seconds_count")
+        )
+        return samples if complete else None
 
     return wait_for(counted, 10, "every attempt counted on the metrics port", workers)
 
