@@ -144,17 +144,17 @@ class SqlDeliveryQueue:
         _check_positive("batch_size", batch_size)
         now = now_ms()
         # One distinct queue (most workers): its head alone, no merge to plan.
-        single = queue_names is not None and len(set(queue_names)) == 1
+        single = queue_names[0] if queue_names and len(set(queue_names)) == 1 else None
         params = {
             "namespace": namespace,
             "queue_names": names,
-            "queue_name": queue_names[0] if single and queue_names is not None else None,
+            "queue_name": single,
             "now": now,
             "batch_size": batch_size,
             "owner": owner,
             "lease_until": now + lease_ms,
         }
-        statement = self._q.claim_one_queue if single else self._q.claim
+        statement = self._q.claim if single is None else self._q.claim_one_queue
         with self._driver.write_transaction():
             rows = self._driver.fetch_all(statement, params)
         messages = [_claimed_message(row) for row in rows]
