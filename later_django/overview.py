@@ -46,7 +46,7 @@ from later_django.storage.dashboard import (
     PartitionKey,
     PartitionLeaseRow,
 )
-from later_django.storage.ports import DashboardPort
+from later_django.storage.ports.dashboard import DashboardPort
 from later_django.storage.stores import Stores, stores_for
 from later_django.storage.types import JobIndexWaitStats, QueueSample, WorkerRow
 

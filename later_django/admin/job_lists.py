@@ -26,7 +26,7 @@ from later_django.engine.job_actions import QUEUE_CURSOR, JobSelection
 from later_django.exceptions import RecordDecodeError
 from later_django.storage.job_filters import INDEX_CURSOR, stage_cursor
 from later_django.storage.job_index import QueuedMessage
-from later_django.storage.ports import JobIndexPort
+from later_django.storage.ports.job_index import JobIndexPort
 from later_django.storage.types import IndexFilters, JobIndexPage, JobIndexRow
 
 #: Rows read per statement while a filtered list looks for matches.

@@ -1,7 +1,7 @@
 """What the task and failure pages show, read from ``later_task_minute`` only.
 
 Never from the jobs: every figure is a grouped read of the window's minute rows
-(:class:`~later_django.storage.ports.MetricsPort`), so a page costs the window's rows
+(:class:`~later_django.storage.ports.metrics.MetricsPort`), so a page costs the window's rows
 (at most tasks, outcomes, duration buckets and minutes multiplied), whatever the number of jobs.
 The one read outside that table is the failure groups' sample tracebacks: one record
 per group shown, read by key in one statement.

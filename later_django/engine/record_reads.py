@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from later_django.core.keys import job_key
 from later_django.core.records import JobRecord, decode_record
 from later_django.exceptions import RecordDecodeError
-from later_django.storage.ports import KeyValuePort
+from later_django.storage.ports.kv import KeyValuePort
 
 logger = logging.getLogger("later_django.engine")
 

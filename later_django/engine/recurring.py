@@ -35,7 +35,7 @@ from later_django.core import clock
 from later_django.core.keys import recurring_due_key, recurring_key, recurring_key_bounds
 from later_django.core.payload import json_compatible
 from later_django.exceptions import RecordDecodeError
-from later_django.storage.ports import KeyValuePort
+from later_django.storage.ports.kv import KeyValuePort
 from later_django.storage.stores import Stores
 from later_django.storage.types import Delete, Set, StorageOperation
 

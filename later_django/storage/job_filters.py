@@ -49,7 +49,7 @@ def parse_stage_cursor(cursor: str) -> tuple[int, str] | None:
 
 
 class FilteredIndexPort(Protocol):
-    """The filtered lists of the job index port (:class:`~.ports.JobIndexPort`)."""
+    """The filtered lists of the job index port (:class:`~.ports.job_index.JobIndexPort`)."""
 
     def job_index_list_filtered(
         self,

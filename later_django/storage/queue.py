@@ -28,7 +28,7 @@ MAX_PRIORITY = 100
 
 
 class SqlDeliveryQueue:
-    """The delivery queue (:class:`~later_django.storage.ports.QueuePort`) on one driver.
+    """The delivery queue (:class:`~later_django.storage.ports.queue.QueuePort`) on one driver.
 
     Invariants: a message is ready when due and either unleased or its lease
     has lapsed; claims take ready messages by ``priority`` (highest first) then

@@ -23,18 +23,16 @@ from later_django.storage.kv import KeyValueStore
 from later_django.storage.log import LogStore
 from later_django.storage.metrics import MetricsStore
 from later_django.storage.partitions import PartitionStore
-from later_django.storage.ports import (
-    DashboardPort,
-    ExecutionPort,
-    JobIndexPort,
-    KeyValuePort,
-    LogPort,
-    MetricsPort,
-    PartitionPort,
-    QueuePort,
-    TopicPort,
-    UpkeepPort,
-)
+from later_django.storage.ports.dashboard import DashboardPort
+from later_django.storage.ports.execution import ExecutionPort
+from later_django.storage.ports.job_index import JobIndexPort
+from later_django.storage.ports.kv import KeyValuePort
+from later_django.storage.ports.log import LogPort
+from later_django.storage.ports.metrics import MetricsPort
+from later_django.storage.ports.partitions import PartitionPort
+from later_django.storage.ports.queue import QueuePort
+from later_django.storage.ports.topics import TopicPort
+from later_django.storage.ports.upkeep import UpkeepPort
 from later_django.storage.queue import SqlDeliveryQueue
 from later_django.storage.topics import TopicStore
 from later_django.storage.upkeep import UpkeepStore

@@ -10,29 +10,42 @@ fails when a port grows a method without a test.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 import re
 from pathlib import Path
 
 import pytest
 
 from later_django.storage import ports, queries
+from later_django.storage.ports.dashboard import DashboardPort
+from later_django.storage.ports.execution import ExecutionPort
+from later_django.storage.ports.job_index import JobIndexPort
+from later_django.storage.ports.kv import KeyValuePort
+from later_django.storage.ports.leases import LeasePort
+from later_django.storage.ports.log import LogPort
+from later_django.storage.ports.metrics import MetricsPort
+from later_django.storage.ports.partitions import PartitionPort
+from later_django.storage.ports.queue import QueuePort
+from later_django.storage.ports.topics import TopicPort
+from later_django.storage.ports.upkeep import UpkeepPort
 from later_django.storage.stores import stores_for
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 #: Bundle member -> the port it must satisfy.
 MEMBERS = {
-    "kv": ports.KeyValuePort,
-    "index": ports.JobIndexPort,
-    "metrics": ports.MetricsPort,
-    "upkeep": ports.UpkeepPort,
-    "executions": ports.ExecutionPort,
-    "queue": ports.QueuePort,
-    "partitions": ports.PartitionPort,
-    "log": ports.LogPort,
-    "dashboard": ports.DashboardPort,
-    "topics": ports.TopicPort,
+    "kv": KeyValuePort,
+    "index": JobIndexPort,
+    "metrics": MetricsPort,
+    "upkeep": UpkeepPort,
+    "executions": ExecutionPort,
+    "queue": QueuePort,
+    "partitions": PartitionPort,
+    "log": LogPort,
+    "dashboard": DashboardPort,
+    "topics": TopicPort,
 }
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -53,8 +66,8 @@ def test_every_store_of_the_bundle_satisfies_its_port(db_alias: str) -> None:
         assert isinstance(store, port), f"stores.{member} ({type(store).__name__}) is no {port}"
         missing = [name for name in port_methods(port) if not hasattr(store, name)]
         assert not missing, (member, missing)
-    assert isinstance(stores.partitions.leases, ports.LeasePort)
-    assert isinstance(stores.log.leases, ports.LeasePort)
+    assert isinstance(stores.partitions.leases, LeasePort)
+    assert isinstance(stores.log.leases, LeasePort)
 
 
 def test_the_suite_calls_every_method_of_every_port() -> None:
@@ -64,9 +77,23 @@ def test_the_suite_calls_every_method_of_every_port() -> None:
         port.__name__: [
             name for name in port_methods(port) if not re.search(rf"\.{name}\b", sources)
         ]
-        for port in [*MEMBERS.values(), ports.LeasePort]
+        for port in [*MEMBERS.values(), LeasePort]
     }
     assert not any(uncalled.values()), uncalled
+
+
+def test_every_port_module_declares_a_port_this_suite_checks() -> None:
+    """A port added in a new module of ``storage/ports/`` must join ``MEMBERS`` (or be
+    the lease port the stores hold), so the two tests above see it."""
+    declared = {
+        member
+        for info in pkgutil.iter_modules(ports.__path__, f"{ports.__name__}.")
+        for member in vars(importlib.import_module(info.name)).values()
+        if inspect.isclass(member)
+        and member.__module__ == info.name
+        and getattr(member, "_is_protocol", False)
+    }
+    assert declared == {*MEMBERS.values(), LeasePort}
 
 
 @pytest.mark.parametrize("vendor", ["postgres", "sqlite"])
