@@ -25,7 +25,7 @@ from later_django.core.keys import (
     paused_queue_key,
     queue_of_paused_key,
 )
-from later_django.models import NAME_LENGTH
+from later_django.models.base import NAME_LENGTH
 from later_django.storage.stores import Stores
 
 #: The longest a worker claims with a paused set older than this.

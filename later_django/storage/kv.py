@@ -17,7 +17,7 @@ from itertools import groupby
 from typing import Any
 
 from later_django.core.clock import now_ms
-from later_django.models import KEY_LENGTH
+from later_django.models.base import KEY_LENGTH
 from later_django.storage.driver import Driver, as_bytes
 from later_django.storage.queries.kv import NEWEST_FIRST_START, OLDEST_FIRST_START, KvQueries
 from later_django.storage.types import (
@@ -36,7 +36,7 @@ from later_django.storage.types import (
 )
 
 _OPERATION_NAMES = "Set, Delete, Expire, Increment, RangeAdd, RangeRemove, RangeClear, RangeExpire"
-#: Keys and range keys are ``varchar(500)`` (``later_django.models.KEY_LENGTH``).
+#: Keys and range keys are ``varchar(500)`` (``later_django.models.base.KEY_LENGTH``).
 MAX_KEY_LENGTH = KEY_LENGTH
 #: Range members are unique per range through a b-tree index, whose entries
 #: PostgreSQL caps near 2.7 KB; members are ids and keys, so 1 KiB is plenty.
