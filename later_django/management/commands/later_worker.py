@@ -114,79 +114,177 @@ def _positive(kind: type) -> Any:
     return parse
 
 
+def add_work_options(parser: CommandParser) -> None:
+    """What a worker runs and how much: threads, processes, queues, burst, max jobs."""
+    parser.add_argument(
+        "--concurrency",
+        type=_positive(int),
+        default=10,
+        metavar="N",
+        help="job threads in each process (default 10)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=_positive(int),
+        default=1,
+        metavar="N",
+        help="worker processes; above 1 a supervisor forks and replaces them (default 1)",
+    )
+    parser.add_argument(
+        "--queue",
+        action="append",
+        dest="queues",
+        metavar="NAME",
+        help="run only this queue (repeatable; default: every queue of the LaterBackend "
+        "backends in TASKS)",
+    )
+    parser.add_argument(
+        "--burst", action="store_true", help="exit 0 once no job is ready (default: run on)"
+    )
+    parser.add_argument(
+        "--max-jobs",
+        type=_positive(int),
+        default=None,
+        metavar="N",
+        help="exit 0 after N jobs, in each process (default: no limit)",
+    )
+
+
+def add_timing_options(parser: CommandParser) -> None:
+    """How long a stopping worker waits for its jobs, and how long a silent one keeps them."""
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=_positive(float),
+        default=30.0,
+        metavar="SECONDS",
+        help="how long running jobs may finish after SIGTERM/SIGINT (default 30)",
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=_positive(float),
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a job stays with a worker that stopped renewing its lease "
+        "(killed, frozen) before another may run it (default 30)",
+    )
+
+
+def add_watch_options(parser: CommandParser) -> None:
+    """How the worker is watched from outside: Prometheus metrics, the liveness file."""
+    parser.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=None,
+        metavar="N",
+        help="serve this worker's Prometheus metrics on port N (with --processes, the "
+        "children's summed, from the supervisor); needs later-django[metrics]",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="the address --metrics-port listens on (default 127.0.0.1; 0.0.0.0 for "
+        "every interface)",
+    )
+    parser.add_argument(
+        "--health-file",
+        metavar="PATH",
+        help="touch PATH at least every few seconds while the worker's loop turns, also "
+        "while the database is down: a liveness probe that needs no database",
+    )
+
+
+def worker_options_of(options: dict[str, Any]) -> WorkerOptions:
+    """The command's options as one process's ``WorkerOptions``; ``CommandError`` for a
+    health file that cannot be written or a queue it may not claim from."""
+    health_file = options["health_file"]
+    if health_file is not None:
+        try:
+            check_writable(health_file)
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+    return WorkerOptions(
+        queues=chosen_queues(options["queues"]),
+        concurrency=options["concurrency"],
+        burst=options["burst"],
+        max_jobs=options["max_jobs"],
+        shutdown_timeout=options["shutdown_timeout"],
+        lease_seconds=options["lease_seconds"],
+        health_file=health_file,
+    )
+
+
+def serve_metrics(port: int | None, host: str, processes: int) -> tuple[Telemetry, Any]:
+    """``--metrics-port``'s server, started: ``(telemetry, None)`` for a single process
+    (it serves its own), ``(NO_TELEMETRY, SupervisorExport)`` for a supervisor (it
+    serves its children's sums); ``(NO_TELEMETRY, None)`` without a port.
+    ``CommandError`` when the port cannot be served."""
+    export = None
+    telemetry: Telemetry = NO_TELEMETRY
+    if port is not None:
+        export_module = _metrics_export()
+        try:
+            if processes == 1:
+                telemetry = export_module.serve_process(port, host)
+            else:
+                export = export_module.SupervisorExport(port, host)
+                export.serve()
+        except OSError as error:
+            if export is not None:
+                export.close()
+            raise CommandError(f"--metrics-port {port} on {host}: {error}") from None
+    return telemetry, export
+
+
+def run_worker(options: WorkerOptions, telemetry: Telemetry, *, may_replace: bool) -> int:
+    """Runs one worker in this process until it stops; returns its exit code. A worker
+    left with stuck job threads exits at once (``os._exit``), or, with ``may_replace``
+    and ``EXIT_REPLACE``, starts this command again in this process."""
+    worker = Worker(options, telemetry)
+    worker.install_signal_handlers()
+    code = worker.run()
+    if worker.has_stuck_threads:
+        # Jobs still running at the shutdown timeout were handed back, or given
+        # up at their timeout; their threads must not keep the process alive
+        # (Python joins the ThreadPoolExecutor's threads at exit).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if code == EXIT_REPLACE and may_replace:
+            replace_this_process()
+        os._exit(code)
+    return code
+
+
+def supervise_workers(processes: int, options: WorkerOptions, export: Any, *, burst: bool) -> int:
+    """Runs ``processes`` forked workers under a supervisor until it stops; returns its
+    exit code. Each child reports to ``export`` (the supervisor's metrics server, closed
+    at the end) when there is one."""
+
+    def run_child(parent_pid: int | None = None) -> int:
+        telemetry = NO_TELEMETRY if export is None else export.in_child()
+        child_options = dataclasses.replace(options, parent_pid=parent_pid)
+        return run_worker(child_options, telemetry, may_replace=False)
+
+    try:
+        return supervise(
+            processes,
+            run_child,
+            burst=burst,
+            health_file=options.health_file,
+            child_gone=None if export is None else export.child_gone,
+        )
+    finally:
+        if export is not None:
+            export.close()
+
+
 class Command(BaseCommand):
     help = "Runs later_django jobs until stopped (SIGTERM/SIGINT: graceful; twice: at once)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--concurrency",
-            type=_positive(int),
-            default=10,
-            metavar="N",
-            help="job threads in each process (default 10)",
-        )
-        parser.add_argument(
-            "--processes",
-            type=_positive(int),
-            default=1,
-            metavar="N",
-            help="worker processes; above 1 a supervisor forks and replaces them (default 1)",
-        )
-        parser.add_argument(
-            "--queue",
-            action="append",
-            dest="queues",
-            metavar="NAME",
-            help="run only this queue (repeatable; default: every queue of the LaterBackend "
-            "backends in TASKS)",
-        )
-        parser.add_argument(
-            "--burst", action="store_true", help="exit 0 once no job is ready (default: run on)"
-        )
-        parser.add_argument(
-            "--max-jobs",
-            type=_positive(int),
-            default=None,
-            metavar="N",
-            help="exit 0 after N jobs, in each process (default: no limit)",
-        )
-        parser.add_argument(
-            "--shutdown-timeout",
-            type=_positive(float),
-            default=30.0,
-            metavar="SECONDS",
-            help="how long running jobs may finish after SIGTERM/SIGINT (default 30)",
-        )
-        parser.add_argument(
-            "--lease-seconds",
-            type=_positive(float),
-            default=30.0,
-            metavar="SECONDS",
-            help="how long a job stays with a worker that stopped renewing its lease "
-            "(killed, frozen) before another may run it (default 30)",
-        )
-
-        parser.add_argument(
-            "--metrics-port",
-            type=_port,
-            default=None,
-            metavar="N",
-            help="serve this worker's Prometheus metrics on port N (with --processes, the "
-            "children's summed, from the supervisor); needs later-django[metrics]",
-        )
-        parser.add_argument(
-            "--metrics-host",
-            default="127.0.0.1",
-            metavar="ADDRESS",
-            help="the address --metrics-port listens on (default 127.0.0.1; 0.0.0.0 for "
-            "every interface)",
-        )
-        parser.add_argument(
-            "--health-file",
-            metavar="PATH",
-            help="touch PATH at least every few seconds while the worker's loop turns, also "
-            "while the database is down: a liveness probe that needs no database",
-        )
+        add_work_options(parser)
+        add_timing_options(parser)
+        add_watch_options(parser)
 
     def get_version(self) -> str:
         return later_django_version()
@@ -194,70 +292,15 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         log_to_stderr_unless_configured()
         refuse_missing_tables(later_settings().database)
-        health_file = options["health_file"]
-        if health_file is not None:
-            try:
-                check_writable(health_file)
-            except ValueError as error:
-                raise CommandError(str(error)) from None
-        worker_options = WorkerOptions(
-            queues=chosen_queues(options["queues"]),
-            concurrency=options["concurrency"],
-            burst=options["burst"],
-            max_jobs=options["max_jobs"],
-            shutdown_timeout=options["shutdown_timeout"],
-            lease_seconds=options["lease_seconds"],
-            health_file=health_file,
+        worker_options = worker_options_of(options)
+        processes, burst = options["processes"], options["burst"]
+        telemetry, export = serve_metrics(
+            options["metrics_port"], options["metrics_host"], processes
         )
-
-        processes = options["processes"]
-        port, host = options["metrics_port"], options["metrics_host"]
-        export = None
-        telemetry: Telemetry = NO_TELEMETRY
-        if port is not None:
-            export_module = _metrics_export()
-            try:
-                if processes == 1:
-                    telemetry = export_module.serve_process(port, host)
-                else:
-                    export = export_module.SupervisorExport(port, host)
-                    export.serve()
-            except OSError as error:
-                if export is not None:
-                    export.close()
-                raise CommandError(f"--metrics-port {port} on {host}: {error}") from None
-
-        def run_one(parent_pid: int | None = None) -> int:
-            child_telemetry = telemetry if export is None else export.in_child()
-            worker = Worker(
-                dataclasses.replace(worker_options, parent_pid=parent_pid), child_telemetry
-            )
-            worker.install_signal_handlers()
-            code = worker.run()
-            if worker.has_stuck_threads:
-                # Jobs still running at the shutdown timeout were handed back, or given
-                # up at their timeout; their threads must not keep the process alive
-                # (Python joins the ThreadPoolExecutor's threads at exit).
-                sys.stdout.flush()
-                sys.stderr.flush()
-                if code == EXIT_REPLACE and processes == 1 and not options["burst"]:
-                    replace_this_process()
-                os._exit(code)
-            return code
-
         if processes == 1:
-            code = run_one()
+            # A single worker replaces itself after a timeout (no supervisor would).
+            code = run_worker(worker_options, telemetry, may_replace=not burst)
         else:
-            try:
-                code = supervise(
-                    processes,
-                    run_one,
-                    burst=options["burst"],
-                    health_file=health_file,
-                    child_gone=None if export is None else export.child_gone,
-                )
-            finally:
-                if export is not None:
-                    export.close()
+            code = supervise_workers(processes, worker_options, export, burst=burst)
         if code:
             raise SystemExit(code)
