@@ -25,7 +25,7 @@ from later_django.compat.tasks import InvalidTask, Task, TaskResult
 from later_django.conf import later_settings
 from later_django.core.topics import key_bytes
 from later_django.core.unique import DEFAULT_OPTION, check_key
-from later_django.engine import queue_pause, recurring, recurring_pass
+from later_django.engine import queue_pause, recurring, recurring_pass, recurring_schedule
 from later_django.engine.cancellation import check_cancelled
 from later_django.engine.enqueue import CONTINUE_ON
 from later_django.engine.job_actions import bulk, one_job, record_checks
@@ -167,8 +167,8 @@ def schedule_recurring(
     ``__later_recurring__``, keyed by ``id``. Joins the caller's ``atomic()``.
     """
     recurring.validate_recurring_id(id)
-    recurring.validate_cron(cron, id)
-    recurring.validate_timezone(timezone, id)
+    recurring_schedule.validate_cron(cron, id)
+    recurring_schedule.validate_timezone(timezone, id)
     if not isinstance(sequential, bool):
         raise TypeError(f"sequential of recurring job {id!r} must be True or False")
     if not isinstance(task, Task):
