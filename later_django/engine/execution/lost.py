@@ -2,7 +2,7 @@
 
 :func:`record_lost_attempts` writes ``WorkerLost`` (or ``TaskTimeout``) for attempts
 whose execution lease the worker still holds: those past their deadline, or those
-it hands back while stopping, instead of leaving them to the lease's lapse. (The
+it gives up at a second stop signal, instead of leaving them to the lease's lapse. (The
 error a later claimer records for an attempt whose worker vanished is
 :func:`~later_django.engine.execution.values.worker_lost`.)
 """

@@ -4,7 +4,8 @@ head), what running it gave (:class:`Outcome`), who writes (:class:`WorkerArgs`)
 task's timeout and retry policy, and the error recorded for an attempt whose worker
 lost it (``WorkerLost``).
 
-Pure values and lookups: nothing here writes.
+Values and lookups: nothing here writes (only :meth:`WorkerArgs.with_exact_cancels`
+reads, the cancel requests of a batch by key).
 """
 
 from __future__ import annotations

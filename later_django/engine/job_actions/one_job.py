@@ -1,10 +1,11 @@
 """Operator actions on one job, named by its id: the dashboard's buttons and
 ``api.cancel``/``api.cancel_many``.
 
-Each is one transaction on the job's database: the record read under a row lock
-(PostgreSQL ``FOR UPDATE``; SQLite's write lock is held by the transaction), its
-stage checked, every change written through the engine, so the record, its index
-row, its schedule entry and its delivery message change together or not at all.
+Each is one transaction on the job's database (``cancel_many``: one per batch):
+the record read under a row lock (PostgreSQL ``FOR UPDATE``; SQLite's write lock is
+held by the transaction), its stage checked, every change written through the
+engine, so the record, its index row, its schedule entry and its delivery message
+change together or not at all.
 """
 
 from __future__ import annotations
