@@ -25,10 +25,11 @@ from later_django.compat.tasks import InvalidTask, Task, TaskResult
 from later_django.conf import later_settings
 from later_django.core.topics import key_bytes
 from later_django.core.unique import DEFAULT_OPTION, check_key
-from later_django.engine import job_actions, queue_pause, recurring, recurring_pass
+from later_django.engine import queue_pause, recurring, recurring_pass, recurring_schedule
 from later_django.engine.cancellation import check_cancelled
 from later_django.engine.enqueue import CONTINUE_ON
-from later_django.engine.job_actions import BulkOutcome, JobSelection
+from later_django.engine.job_actions import bulk, one_job, record_checks
+from later_django.engine.job_actions.selection import DEFAULT_BATCH_SIZE, BulkOutcome, JobSelection
 from later_django.engine.partitions import check_public_topic
 from later_django.engine.queue_pause import PausedQueue
 from later_django.engine.recurring import RecurringDefinition
@@ -166,8 +167,8 @@ def schedule_recurring(
     ``__later_recurring__``, keyed by ``id``. Joins the caller's ``atomic()``.
     """
     recurring.validate_recurring_id(id)
-    recurring.validate_cron(cron, id)
-    recurring.validate_timezone(timezone, id)
+    recurring_schedule.validate_cron(cron, id)
+    recurring_schedule.validate_timezone(timezone, id)
     if not isinstance(sequential, bool):
         raise TypeError(f"sequential of recurring job {id!r} must be True or False")
     if not isinstance(task, Task):
@@ -278,7 +279,7 @@ def retry_failed(
     task: Task | str | None = None,
     queue: str | None = None,
     since: datetime | None = None,
-    batch_size: int = job_actions.DEFAULT_BATCH_SIZE,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
 ) -> BulkOutcome:
     """Enqueues again every failed job (of ``task``, a task or its module path; of
@@ -292,7 +293,7 @@ def retry_failed(
     counts what would be retried and writes nothing. Failed jobs past their
     retention are gone and not retried.
     """
-    return job_actions.retry_selected(
+    return bulk.retry_selected(
         _selection("failed", task, queue, since),
         **_target(),
         batch_size=batch_size,
@@ -301,11 +302,11 @@ def retry_failed(
 
 
 #: What :func:`cancel` did (see there).
-CANCELLED = job_actions.CANCELLED
-REQUESTED = job_actions.REQUESTED
-FINISHED = job_actions.FINISHED
-MISSING = job_actions.MISSING
-UNREADABLE = job_actions.UNREADABLE
+CANCELLED = record_checks.CANCELLED
+REQUESTED = record_checks.REQUESTED
+FINISHED = record_checks.FINISHED
+MISSING = record_checks.MISSING
+UNREADABLE = record_checks.UNREADABLE
 
 
 def cancel(job_id: str) -> str:
@@ -327,13 +328,13 @@ def cancel(job_id: str) -> str:
     with ``parent <id> cancelled``; its ``on="finish"`` continuations run.
     """
     settings = later_settings()
-    return job_actions.cancel_job(settings.database, settings.namespace, job_id)
+    return one_job.cancel_job(settings.database, settings.namespace, job_id)
 
 
 def cancel_many(job_ids: Iterable[str]) -> dict[str, str]:
     """:func:`cancel` for each of ``job_ids``, 500 per transaction; what was done, by id."""
     settings = later_settings()
-    return job_actions.cancel_many(settings.database, settings.namespace, list(job_ids))
+    return one_job.cancel_many(settings.database, settings.namespace, list(job_ids))
 
 
 def cancel_jobs(
@@ -342,7 +343,7 @@ def cancel_jobs(
     task: Task | str | None = None,
     queue: str | None = None,
     since: datetime | None = None,
-    batch_size: int = job_actions.DEFAULT_BATCH_SIZE,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
 ) -> BulkOutcome:
     """Cancels every job of the live ``stage`` (``delayed``, ``waiting``,
@@ -351,7 +352,7 @@ def cancel_jobs(
     ``requested`` counts the jobs asked to stop (running, or on a partition) among
     ``changed``. An enqueued job whose message a worker claims meanwhile is refused
     (it is starting). Batches as in :func:`retry_failed`."""
-    return job_actions.cancel_selected(
+    return bulk.cancel_selected(
         _selection(stage, task, queue, since),
         **_target(),
         batch_size=batch_size,
@@ -365,7 +366,7 @@ def delete_jobs(
     task: Task | str | None = None,
     queue: str | None = None,
     since: datetime | None = None,
-    batch_size: int = job_actions.DEFAULT_BATCH_SIZE,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
 ) -> BulkOutcome:
     """Deletes every job of ``stage`` (filtered as in :func:`retry_failed`, ``since``
@@ -376,7 +377,7 @@ def delete_jobs(
     still waiting for it, and a live job on a topic partition, are refused and
     counted. Batches as in :func:`retry_failed`.
     """
-    return job_actions.delete_selected(
+    return bulk.delete_selected(
         _selection(stage, task, queue, since),
         **_target(),
         batch_size=batch_size,

@@ -17,7 +17,7 @@ from django.core import checks
 
 from later_django.compat import SHIM_NAME, itercompat
 from later_django.conf import add_setting_rule, setting_problems
-from later_django.engine.recurring import recurring_problems
+from later_django.engine.recurring_settings import recurring_problems
 
 
 def recurring_setting_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:

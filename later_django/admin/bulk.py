@@ -2,7 +2,7 @@
 jobs (the selected rows, or all that match the list's filters), and how one runs.
 
 Every run goes through the engine's batched functions
-(:mod:`later_django.engine.job_actions`): :data:`BATCH_SIZE` jobs per transaction,
+(:mod:`later_django.engine.job_actions.bulk`): :data:`BATCH_SIZE` jobs per transaction,
 and an "all matching" run looks at :data:`ROWS_PER_REQUEST` rows at most in one
 request, then hands back the cursor to continue from (the confirmation page offers
 it). The selected rows are at most a page (:data:`SELECTED_MAX`).
@@ -20,12 +20,20 @@ from django.http import QueryDict
 from later_django.admin.job_filters import RELATIVE_TIMES, ListFilter
 from later_django.admin.jobs import PAGE_SIZE
 from later_django.core import stages
-from later_django.engine import job_actions as actions
-from later_django.engine.job_actions import BulkOutcome, JobSelection
+from later_django.engine.job_actions import bulk
+from later_django.engine.job_actions.selection import (
+    BULK_CANCEL_STAGES,
+    BULK_DELETE_STAGES,
+    BULK_RUN_NOW_STAGES,
+    DEFAULT_BATCH_SIZE,
+    QUEUE_CURSOR,
+    BulkOutcome,
+    JobSelection,
+)
 from later_django.storage.job_filters import parse_stage_cursor
 
 #: Jobs per transaction of a bulk action from the dashboard.
-BATCH_SIZE = actions.DEFAULT_BATCH_SIZE
+BATCH_SIZE = DEFAULT_BATCH_SIZE
 #: Rows an "all matching" action looks at in one request, at most (matching or not):
 #: a request then holds no transaction longer than a batch and ends in seconds.
 ROWS_PER_REQUEST = 10_000
@@ -61,34 +69,34 @@ BULK_ACTIONS: dict[str, BulkAction] = {
             "Each job is enqueued again and runs once more; its earlier errors are kept, "
             "so a job whose retries are used up fails for good at its next error.",
             "retried",
-            actions.retry_selected,
+            bulk.retry_selected,
         ),
         BulkAction(
             "run_now",
             "Run now",
-            actions.BULK_RUN_NOW_STAGES,
+            BULK_RUN_NOW_STAGES,
             "Each job's schedule entry is removed and the job is enqueued to run at once.",
             "enqueued to run now",
-            actions.run_now_selected,
+            bulk.run_now_selected,
         ),
         BulkAction(
             "cancel",
             "Cancel",
-            actions.BULK_CANCEL_STAGES,
+            BULK_CANCEL_STAGES,
             "Each job is written cancelled and will not run; a running job (or one on a "
             "topic partition) is asked to stop and recorded cancelled when it ends.",
             "cancelled",
-            actions.cancel_selected,
+            bulk.cancel_selected,
         ),
         BulkAction(
             "delete",
             "Delete",
-            actions.BULK_DELETE_STAGES,
+            BULK_DELETE_STAGES,
             "Each job is removed for good: its record, its row in the job lists, its "
             "schedule entry and its place among its parent's continuations. A job with "
             "continuations waiting for it is refused.",
             "deleted",
-            actions.delete_selected,
+            bulk.delete_selected,
         ),
     )
 }
@@ -201,7 +209,7 @@ def _checked_cursor(cursor: str | None) -> str | None:
     ``BulkRequestError`` for text that is not one."""
     if not cursor:
         return None
-    if cursor.startswith(actions.QUEUE_CURSOR) and cursor[len(actions.QUEUE_CURSOR) :].isdigit():
+    if cursor.startswith(QUEUE_CURSOR) and cursor[len(QUEUE_CURSOR) :].isdigit():
         return cursor
     try:
         parse_stage_cursor(cursor)

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from later_django.engine.job_actions import JobSelection
+from later_django.engine.job_actions.selection import JobSelection
 
 #: The relative times ``since`` and ``until`` take: value -> (words, milliseconds).
 RELATIVE_TIMES = {

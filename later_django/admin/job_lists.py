@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from later_django.core.commands import ExecuteJob, decode_command
 from later_django.core.stages import ENQUEUED
-from later_django.engine.job_actions import QUEUE_CURSOR, JobSelection
+from later_django.engine.job_actions.selection import QUEUE_CURSOR, JobSelection
 from later_django.exceptions import RecordDecodeError
 from later_django.storage.job_filters import INDEX_CURSOR, stage_cursor
 from later_django.storage.job_index import QueuedMessage

@@ -27,7 +27,7 @@ from later_django.admin.units import human_duration, when
 from later_django.core import clock, stages
 from later_django.core.keys import children_key, job_key
 from later_django.core.records import JobError, JobRecord, decode_record
-from later_django.engine.job_actions import JobSelection
+from later_django.engine.job_actions.selection import JobSelection
 from later_django.engine.record_reads import read_records_and_errors
 from later_django.exceptions import RecordDecodeError
 from later_django.overview import STAGES

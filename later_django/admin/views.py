@@ -50,7 +50,14 @@ from later_django.api import (
 from later_django.compat.tasks import InvalidTask
 from later_django.core import stages
 from later_django.core.clock import now_ms
-from later_django.engine import job_actions as actions
+from later_django.engine.job_actions import one_job
+from later_django.engine.job_actions.record_checks import (
+    CANCELLED,
+    FINISHED,
+    MISSING,
+    REQUESTED,
+    UNREADABLE,
+)
 from later_django.exceptions import ActionRefused, LaterError, TablesMissing
 from later_django.overview import STAGES, resolve_target
 from later_django.storage.tables import naming_missing_tables
@@ -331,13 +338,14 @@ def _action(
     return view
 
 
-#: What the Cancel button says it did, by what :func:`job_actions.cancel_job` returned.
+#: What the Cancel button says it did, by what
+#: :func:`~later_django.engine.job_actions.one_job.cancel_job` returned.
 _CANCELLED_MESSAGES = {
-    actions.CANCELLED: "Job {job_id} was cancelled; it will not run.",
-    actions.REQUESTED: "Job {job_id} was asked to stop; it is recorded cancelled when it ends.",
-    actions.FINISHED: "Job {job_id} had already finished; nothing changed.",
-    actions.MISSING: "Job {job_id} does not exist any more; nothing changed.",
-    actions.UNREADABLE: "Job {job_id} has a record that cannot be decoded; nothing changed.",
+    CANCELLED: "Job {job_id} was cancelled; it will not run.",
+    REQUESTED: "Job {job_id} was asked to stop; it is recorded cancelled when it ends.",
+    FINISHED: "Job {job_id} had already finished; nothing changed.",
+    MISSING: "Job {job_id} does not exist any more; nothing changed.",
+    UNREADABLE: "Job {job_id} has a record that cannot be decoded; nothing changed.",
 }
 
 
@@ -349,7 +357,7 @@ def cancel_job(request: HttpRequest, job_id: str) -> HttpResponse:
     using, namespace = resolve_target(None, None)
     if request.method == "POST":
         try:
-            done = actions.cancel_job(using, namespace, job_id)
+            done = one_job.cancel_job(using, namespace, job_id)
         except ActionRefused as refused:
             messages.error(request, str(refused))
         else:
@@ -365,8 +373,8 @@ def _detail_url(job_id: str) -> str:
     return reverse("later_django:job_detail", args=[job_id])
 
 
-retry_job = _action(actions.retry_failed, "Job {job_id} was enqueued again.", _detail_url)
-run_job_now = _action(actions.run_now, "Job {job_id} was enqueued to run now.", _detail_url)
+retry_job = _action(one_job.retry_failed, "Job {job_id} was enqueued again.", _detail_url)
+run_job_now = _action(one_job.run_now, "Job {job_id} was enqueued to run now.", _detail_url)
 
 
 @require_http_methods(["GET", "POST"])
@@ -380,7 +388,7 @@ def delete_job(request: HttpRequest, job_id: str) -> HttpResponse:
     confirmed = request.POST.get(CONFIRM_FIELD) == CONFIRM_VALUE
     if request.method == "POST" and confirmed:
         try:
-            actions.delete_job(using, namespace, job_id)
+            one_job.delete_job(using, namespace, job_id)
         except ActionRefused as refused:
             messages.error(request, str(refused))
             return HttpResponseRedirect(_detail_url(job_id))

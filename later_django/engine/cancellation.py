@@ -1,6 +1,6 @@
 """Cancel requests: the part of a cancel that a worker carries out.
 
-An operator's cancel (:func:`later_django.engine.job_actions.cancel_job`) writes a
+An operator's cancel (:func:`later_django.engine.job_actions.one_job.cancel_job`) writes a
 job ``cancelled`` at once when no worker can hold it. When one may (the job is
 running, its delivery message is claimed at that instant, or it is on a topic
 partition, whose order only the partition's owner may change), it writes a

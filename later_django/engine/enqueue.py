@@ -136,17 +136,12 @@ def _enqueue(
     # Lists, not generators: these look at every job of a batch (a generator pays a
     # call per job).
     unique = any([job.unique is not None for job in jobs])
-    needs_transaction = (
-        unique
-        or any([job.parent_job_id is not None for job in jobs])
-        or routes.count(None) != len(routes)
-    )
     # Without parents, partitions or unique keys there is one write (on PostgreSQL
     # one statement, atomic by itself), which commit() wraps in a transaction when
     # it needs one.
     with (
         transaction.atomic(using=stores.using, savepoint=False)
-        if needs_transaction
+        if _needs_transaction(jobs, routes, unique)
         else nullcontext()
     ):
         duplicates = (
@@ -161,37 +156,55 @@ def _enqueue(
             fresh = [position for position in range(len(jobs)) if position not in duplicates]
             jobs, routes = [jobs[i] for i in fresh], [routes[i] for i in fresh]
             job_ids = [job_ids[i] for i in fresh]
-        try:
-            parents = _parents(jobs, stores, namespace)
-            placements = _placements(jobs, routes, parents)
-            sequences = partitions.allocate_sequences(
-                [placement for placement in placements if placement is not None],
-                stores=stores,
-                namespace=namespace,
-                settings=settings,
-            )
-        except (ParentNotFound, TopicLayoutMismatch) as error:
-            # Raised after the block: raised through it, it would mark the caller's
-            # transaction for rollback although no job was written.
-            missing: LaterError | None = error
-        else:
-            missing = None
-            records = _write_new(
-                jobs,
-                job_ids,
-                placements,
-                iter(sequences),
-                parents,
-                stores,
-                namespace,
-                settings,
-                trace,
-            )
+        records, missing = _place_and_write(
+            jobs, job_ids, routes, stores, namespace, settings, trace
+        )
     if missing is not None:
         raise missing
     if duplicates:
         return _with_duplicates(records, fresh, duplicates)
     return records
+
+
+def _needs_transaction(jobs: Sequence[NewJob], routes: list[int | None], unique: bool) -> bool:
+    """Whether the enqueue reads before it writes (unique keys, parents, partitions),
+    so its reads and writes need one transaction."""
+    return (
+        unique
+        or any([job.parent_job_id is not None for job in jobs])
+        or routes.count(None) != len(routes)
+    )
+
+
+def _place_and_write(
+    jobs: Sequence[NewJob],
+    job_ids: list[str],
+    routes: list[int | None],
+    stores: Stores,
+    namespace: str,
+    settings: LaterSettings,
+    trace: dict[str, str] | None,
+) -> tuple[list[JobRecord], LaterError | None]:
+    """Reads the parents, places the jobs (partition sequences allocated) and writes
+    them: their records, and None; or no record and the ``ParentNotFound`` or
+    ``TopicLayoutMismatch`` met before anything was written, which the caller raises."""
+    try:
+        parents = _parents(jobs, stores, namespace)
+        placements = _placements(jobs, routes, parents)
+        sequences = partitions.allocate_sequences(
+            [placement for placement in placements if placement is not None],
+            stores=stores,
+            namespace=namespace,
+            settings=settings,
+        )
+    except (ParentNotFound, TopicLayoutMismatch) as error:
+        # Raised after the caller's block: raised through it, it would mark the
+        # caller's transaction for rollback although no job was written.
+        return [], error
+    records = _write_new(
+        jobs, job_ids, placements, iter(sequences), parents, stores, namespace, settings, trace
+    )
+    return records, None
 
 
 def _with_duplicates(

@@ -1,4 +1,5 @@
-"""Recurring definitions: stored by id, listed by a key range scan, parsed with croniter.
+"""Recurring definitions: stored by id, listed by a key range scan, created,
+replaced, enabled, disabled and deleted.
 
 A definition lives in ``later_storage`` under ``<ns>-recurring-<id>`` as a
 MessagePack map with short keys (``v`` is the format version). Ids are 1 to 200
@@ -8,13 +9,10 @@ range holds exactly the definitions of one namespace. Next to each definition,
 the empty key ``<ns>-recurdue-<next run ms, 15 digits>-<id>`` indexes it by
 next run; definition and index key are always written in one ``apply``.
 
-Cron expressions are parsed by croniter: five fields (minute hour day month
-weekday) or six with a trailing *seconds* field (``* * * * * */10``: every ten
-seconds). Ticks are computed on timezone-aware datetimes in the definition's
-time zone, so DST is croniter's (a 02:30 tick on a spring-forward day runs once,
-at the first existing instant after it).
-
-The pass that enqueues due occurrences is :mod:`later_django.engine.recurring_pass`.
+The schedule arithmetic (cron, time zones, ticks) is
+:mod:`later_django.engine.recurring_schedule`; ``LATER["RECURRING"]`` is checked and
+synced by :mod:`later_django.engine.recurring_settings`; the pass that enqueues due
+occurrences is :mod:`later_django.engine.recurring_pass`.
 """
 
 from __future__ import annotations
@@ -22,18 +20,14 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgpack
-from croniter import croniter
-from django.conf import settings as django_settings
 from django.db import transaction
 
 from later_django.core import clock
 from later_django.core.keys import recurring_due_key, recurring_key, recurring_key_bounds
-from later_django.core.payload import json_compatible
+from later_django.engine.recurring_schedule import next_tick_ms, validate_cron, validate_timezone
 from later_django.exceptions import RecordDecodeError
 from later_django.storage.ports.kv import KeyValuePort
 from later_django.storage.stores import Stores
@@ -47,7 +41,6 @@ RECURRING_ID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 #: deleted when removed from settings) or the API (left alone by the sync).
 SOURCE_SETTINGS = "settings"
 SOURCE_API = "api"
-DEFAULT_TIMEZONE = "UTC"
 #: Occurrence ids a definition remembers (``recent_job_ids``).
 RECENT_RUNS = 5
 _PAGE = 200
@@ -95,75 +88,6 @@ def validate_recurring_id(recurring_id: Any) -> str:
             f"recurring id {recurring_id!r} must be 1 to 200 letters, digits, '_', '.', ':' or '-'"
         )
     return recurring_id
-
-
-def validate_timezone(name: Any, recurring_id: str) -> str:
-    """Returns the zoneinfo name (``None`` → ``"UTC"``) or raises ``ValueError``."""
-    if name is None:
-        return DEFAULT_TIMEZONE
-    if not isinstance(name, str) or not name:
-        raise ValueError(
-            f"timezone {name!r} of recurring job {recurring_id!r} must be an IANA time zone "
-            f"name such as 'Europe/Paris'"
-        )
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(
-            f"timezone {name!r} of recurring job {recurring_id!r} is not a known IANA time "
-            f"zone name (zoneinfo)"
-        ) from None
-    return name
-
-
-def cron_problem(cron: Any) -> str | None:
-    """Why ``cron`` is not a valid croniter expression, or ``None`` when it is."""
-    if not isinstance(cron, str) or not cron.strip():
-        return f"cron expression {cron!r} must be a non-empty string"
-    if not croniter.is_valid(cron):
-        return (
-            f"cron expression {cron!r} is not valid (5 fields: minute hour day month "
-            f"weekday, or 6 with a trailing seconds field)"
-        )
-    try:  # is_valid accepts expressions that never match (30 February, a past year)
-        croniter(cron, datetime.now(UTC)).get_next(datetime)
-    except Exception as error:  # croniter raises CroniterBadDateError and others
-        return f"cron expression {cron!r} never matches a date from now on ({error})"
-    return None
-
-
-def validate_cron(cron: Any, recurring_id: str) -> str:
-    """Returns ``cron`` or raises ``ValueError`` naming the expression and the id."""
-    problem = cron_problem(cron)
-    if problem is not None:
-        raise ValueError(f"{problem}; recurring job {recurring_id!r}")
-    return str(cron)
-
-
-def _aware(epoch_ms: int, timezone: str) -> datetime:
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=ZoneInfo(timezone))
-
-
-def _ms(moment: datetime) -> int:
-    return round(moment.timestamp() * 1000)
-
-
-def next_tick_ms(cron: str, timezone: str, after_ms: int) -> int:
-    """The first tick of ``cron`` strictly after ``after_ms``, in ``timezone``."""
-    moment = croniter(cron, _aware(after_ms, timezone)).get_next(datetime)
-    # croniter works in whole seconds: a start inside a second can give that
-    # second back; step until the tick is strictly later.
-    while _ms(moment) <= after_ms:
-        moment = croniter(cron, moment).get_next(datetime)
-    return _ms(moment)
-
-
-def last_tick_ms(cron: str, timezone: str, at_or_before_ms: int) -> int:
-    """The last tick of ``cron`` at or before ``at_or_before_ms``, in ``timezone``."""
-    moment = croniter(cron, _aware(at_or_before_ms + 1, timezone)).get_prev(datetime)
-    while _ms(moment) > at_or_before_ms:
-        moment = croniter(cron, moment).get_prev(datetime)
-    return _ms(moment)
 
 
 _FIELDS = {
@@ -367,109 +291,3 @@ def delete_definition(
             return False
         stores.kv.apply(write_operations(namespace, old, None), savepoint=False)
     return True
-
-
-def configured_recurring() -> dict[str, dict[str, Any]]:
-    """``LATER["RECURRING"]`` (validated by check later_django.E009), or ``{}``."""
-    later = getattr(django_settings, "LATER", None) or {}
-    return dict(later.get("RECURRING") or {})
-
-
-def sync_configured_recurring(
-    *, stores: Stores, namespace: str, configured: dict[str, dict[str, Any]] | None = None
-) -> dict[str, int]:
-    """Makes the stored settings definitions match ``LATER["RECURRING"]`` (worker start).
-
-    Each configured id is created or updated (source ``settings``; next run kept
-    when cron and time zone did not change); a stored definition whose source is
-    ``settings`` and whose id is no longer configured is deleted. Definitions made
-    through the API are left alone, except that a configured id takes over an API
-    definition of the same id. Returns counts: ``written``, ``unchanged``, ``deleted``.
-    Safe when several workers start at once (each definition is written under its lock).
-    """
-    configured = configured_recurring() if configured is None else configured
-    problems = recurring_problems(configured)
-    if problems:
-        raise ValueError("; ".join(problems))
-    counts = {"written": 0, "unchanged": 0, "deleted": 0}
-    for recurring_id, entry in configured.items():
-        before = get_recurring(stores=stores, namespace=namespace, recurring_id=recurring_id)
-        after = upsert_definition(
-            stores=stores,
-            namespace=namespace,
-            recurring_id=recurring_id,
-            cron=entry["cron"],
-            task_path=entry["task"],
-            args=list(entry.get("args", [])),
-            kwargs=dict(entry.get("kwargs", {})),
-            timezone=entry.get("timezone"),
-            sequential=entry.get("sequential", False),
-            source=SOURCE_SETTINGS,
-        )
-        counts["unchanged" if after == before else "written"] += 1
-    for definition in list_recurring(stores=stores, namespace=namespace):
-        stale = definition.source == SOURCE_SETTINGS and definition.id not in configured
-        if stale and delete_definition(
-            stores=stores,
-            namespace=namespace,
-            recurring_id=definition.id,
-            only_source=SOURCE_SETTINGS,
-        ):
-            counts["deleted"] += 1
-    if any(counts[name] for name in ("written", "deleted")):
-        logger.info("recurring definitions from LATER['RECURRING'] synced: %s", counts)
-    return counts
-
-
-_ENTRY_KEYS = {"cron", "task", "args", "kwargs", "sequential", "timezone"}
-_TASK_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
-
-
-def recurring_problems(raw: Any) -> list[str]:
-    """Messages for every invalid entry of ``LATER["RECURRING"]`` (check later_django.E009).
-
-    The task path is checked for its shape only: importing it here would import
-    the project's task modules while Django runs its checks. A path that does not
-    lead to a task is reported by the scheduling pass (logged, tick skipped)."""
-    if not isinstance(raw, dict):
-        return [f"LATER['RECURRING'] must be a dict of recurring id to options, got {raw!r}."]
-    problems: list[str] = []
-    for recurring_id, entry in raw.items():
-        where = f"LATER['RECURRING'][{recurring_id!r}]"
-        try:
-            validate_recurring_id(recurring_id)
-        except ValueError as error:
-            problems.append(f"LATER['RECURRING'] key: {error}.")
-            continue
-        if not isinstance(entry, dict):
-            problems.append(f"{where} must be a dict with 'cron' and 'task', got {entry!r}.")
-            continue
-        if unknown := sorted(set(entry) - _ENTRY_KEYS, key=str):
-            problems.append(f"{where} has unknown keys {unknown}; allowed: {sorted(_ENTRY_KEYS)}.")
-        problem = cron_problem(entry.get("cron"))
-        if problem is not None:
-            problems.append(f"{where}['cron']: {problem}.")
-        task_path = entry.get("task")
-        if not isinstance(task_path, str) or not _TASK_PATH.fullmatch(task_path):
-            problems.append(
-                f"{where}['task'] must be the dotted path of a task (e.g. "
-                f"'shop.tasks.nightly_report'), got {task_path!r}."
-            )
-        args, kwargs = entry.get("args", []), entry.get("kwargs", {})
-        if not isinstance(args, list | tuple):
-            problems.append(f"{where}['args'] must be a list, got {args!r}.")
-        elif not isinstance(kwargs, dict):
-            problems.append(f"{where}['kwargs'] must be a dict, got {kwargs!r}.")
-        else:
-            try:
-                json_compatible(list(args), f"{where}['args']")
-                json_compatible(dict(kwargs), f"{where}['kwargs']")
-            except TypeError as error:
-                problems.append(f"{error}.")
-        if not isinstance(entry.get("sequential", False), bool):
-            problems.append(f"{where}['sequential'] must be True or False.")
-        try:
-            validate_timezone(entry.get("timezone"), recurring_id)
-        except ValueError as error:
-            problems.append(f"{where}['timezone']: {error}.")
-    return problems

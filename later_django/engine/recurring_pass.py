@@ -37,13 +37,8 @@ from later_django.core.keys import (
 )
 from later_django.core.topics import RECURRING_TOPIC
 from later_django.engine.enqueue import JobBackend, NewJob
-from later_django.engine.recurring import (
-    RecurringDefinition,
-    decode_definition,
-    last_tick_ms,
-    next_tick_ms,
-    write_operations,
-)
+from later_django.engine.recurring import RecurringDefinition, decode_definition, write_operations
+from later_django.engine.recurring_schedule import last_tick_ms, next_tick_ms
 from later_django.engine.registry import resolve_task
 from later_django.exceptions import RecordDecodeError, UnregisteredTaskError
 from later_django.storage.stores import Stores, stores_for

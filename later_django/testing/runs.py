@@ -4,9 +4,9 @@ A test enqueues (inside its own transaction, rolled back at its end, or
 committed in a transactional test), calls :func:`run_jobs`, and reads the
 results. Nothing here runs a task another way than a worker does: jobs are
 claimed from the delivery queue (or from partition heads) and go through the
-engine's start and finish (:func:`~later_django.engine.execution.start_batch`,
-:func:`~later_django.engine.execution.start_heads`,
-:func:`~later_django.engine.execution.finish_and_continue`) and the worker's
+engine's start and finish (:func:`~later_django.engine.execution.start.start_batch`,
+:func:`~later_django.engine.execution.heads.start_heads`,
+:func:`~later_django.engine.execution.finish.finish_and_continue`) and the worker's
 task call (:func:`~later_django.worker.task_calls.run_job`), so retries,
 continuations, partitions, outcomes and Django's task signals behave as under
 ``later_worker``. Only the threads, the heartbeat and the maintenance passes
@@ -28,12 +28,10 @@ from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.commands import ExecuteJob, decode_command
 from later_django.core.records import JobRecord, decode_record
-from later_django.engine.execution import (
-    StartedJob,
-    finish_and_continue,
-    start_batch,
-    start_heads,
-)
+from later_django.engine.execution.finish import finish_and_continue
+from later_django.engine.execution.heads import start_heads
+from later_django.engine.execution.start import start_batch
+from later_django.engine.execution.values import StartedJob
 from later_django.engine.promotion import promote_all_due
 from later_django.engine.results import task_result
 from later_django.exceptions import RecordDecodeError

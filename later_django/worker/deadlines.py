@@ -2,12 +2,12 @@
 process that runs it replaced.
 
 A job's deadline is its start plus its task's ``timeout`` (or ``LATER["TIMEOUT"]``,
-:func:`~later_django.engine.execution.task_timeout_ms`). Each turn of the loop (at
+:func:`~later_django.engine.execution.values.task_timeout_ms`). Each turn of the loop (at
 least every half second while jobs run) and of the drain, :meth:`Deadlines.check`
 gives up the jobs past it (:meth:`~later_django.worker.jobs.RunningJobs.abandon_past_deadline`:
 their outcome, should it come, is dropped) and records their attempts failed by
 ``TaskTimeout`` through the fenced path a second stop signal uses
-(:func:`~later_django.engine.execution.record_lost_attempts`): the message is
+(:func:`~later_django.engine.execution.lost.record_lost_attempts`): the message is
 acknowledged, the lease released, the retry policy decides. A Python thread
 cannot be stopped, so the process then stops claiming, lets its other jobs finish
 (up to the shutdown timeout) and exits to be replaced
@@ -21,7 +21,8 @@ import logging
 
 from later_django.core.clock import now_ms
 from later_django.core.log_context import job_fields
-from later_django.engine.execution import StartedJob, record_lost_attempts
+from later_django.engine.execution.lost import record_lost_attempts
+from later_django.engine.execution.values import StartedJob
 from later_django.exceptions import TaskTimeout
 from later_django.worker.jobs import RunningJobs
 from later_django.worker.options import WorkerContext

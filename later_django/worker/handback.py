@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from django.db import Error as DatabaseError
 
 from later_django.core.clock import now_ms
-from later_django.engine.execution import StartedJob, record_lost_attempts
+from later_django.engine.execution.lost import record_lost_attempts
+from later_django.engine.execution.values import StartedJob
 from later_django.worker.options import WorkerContext
 
 logger = logging.getLogger("later_django.worker")

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from later_django.core.clock import now_ms
 from later_django.engine.cancellation import NONE, Requests
-from later_django.engine.execution import Outcome, StartedJob, start_heads
+from later_django.engine.execution.heads import start_heads
+from later_django.engine.execution.values import Outcome, StartedJob
 from later_django.worker.jobs import RunningJobs
 from later_django.worker.options import WorkerContext
 from later_django.worker.partitions import PartitionAssignment

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from later_django.core.clock import now_ms
-from later_django.engine.execution import Outcome, StartedJob
+from later_django.engine.execution.values import Outcome, StartedJob
 from later_django.storage.partitions import Partition
 from later_django.worker.bell import Bell
 from later_django.worker.task_calls import run_job

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 from later_django.core.clock import now_ms
 from later_django.engine.cancellation import Requests
-from later_django.engine.execution import Outcome, start_batch
+from later_django.engine.execution.start import start_batch
+from later_django.engine.execution.values import Outcome
 from later_django.engine.queue_limits import claim_limited, release_slots, renew_slots
 from later_django.worker.handback import HandBack
 from later_django.worker.jobs import RunningJobs

@@ -27,7 +27,8 @@ from django.db import Error as DatabaseError
 from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.engine.cancellation import POLL_SECONDS
-from later_django.engine.execution import finish_and_continue, plan_batch
+from later_django.engine.execution.finish import finish_and_continue
+from later_django.engine.execution.start import plan_batch
 from later_django.worker.cancel_watch import CancelWatch
 from later_django.worker.claim_queues import NOTHING, ClaimQueues
 from later_django.worker.deadlines import Deadlines

@@ -15,7 +15,7 @@ newly started worker gets its share within a second or two, and a dead
 worker's partitions move once its leases lapse.
 
 Preference is only a hint: the lease row decides, and every write to a head
-is fenced by owner and epoch (:mod:`later_django.engine.execution`).
+is fenced by owner and epoch (:mod:`later_django.engine.execution.heads`).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Any
 
 from later_django.core.metric_names import DURATION_BUCKETS, WORKER_METRICS
 from later_django.core.records import JobRecord
-from later_django.engine.execution import Outcome, StartedJob
+from later_django.engine.execution.values import Outcome, StartedJob
 from later_django.worker.telemetry import Telemetry, outcome_label
 
 try:

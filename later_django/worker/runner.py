@@ -30,8 +30,8 @@ import socket
 from django.db import Error as DatabaseError
 
 from later_django.core.clock import now_ms
-from later_django.engine.execution import StartedJob
-from later_django.engine.recurring import sync_configured_recurring
+from later_django.engine.execution.values import StartedJob
+from later_django.engine.recurring_settings import sync_configured_recurring
 from later_django.engine.topics import register_configured_topics
 from later_django.storage.types import WorkerRow
 from later_django.worker.bell import Bell

@@ -25,7 +25,7 @@ import time
 
 from django.db import Error as DatabaseError
 
-from later_django.engine.execution import BatchStart
+from later_django.engine.execution.start import BatchStart
 from later_django.worker.handback import HandBack
 from later_django.worker.jobs import RunningJobs
 
@@ -71,7 +71,7 @@ class StartWrites:
 
     def flush(self) -> None:
         """Writes the pending batches, oldest first (see
-        :meth:`~later_django.engine.execution.BatchStart.commit_again`): jobs the new
+        :meth:`~later_django.engine.execution.start.BatchStart.commit_again`): jobs the new
         plan starts that were not launched are launched; jobs it does not start, or
         all of a batch whose claims were lost, are abandoned (their outcomes dropped).
         Raises the database error, keeping the batches not written."""

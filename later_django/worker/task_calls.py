@@ -25,7 +25,7 @@ from later_django.core.log_context import job_context, job_fields
 from later_django.core.payload import json_compatible
 from later_django.core.records import JobError, JobRecord
 from later_django.engine.cancellation import CancelFlag, running_with
-from later_django.engine.execution import Outcome, StartedJob
+from later_django.engine.execution.values import Outcome, StartedJob
 from later_django.engine.moves import error_from_exception
 from later_django.engine.results import task_result
 from later_django.engine.tracing import execution_span

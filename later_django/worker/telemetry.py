@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from later_django.core import stages
 from later_django.core.records import JobRecord
-from later_django.engine.execution import Outcome, StartedJob
+from later_django.engine.execution.values import Outcome, StartedJob
 
 
 def outcome_label(record: JobRecord) -> str | None:

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from later_django.core.keys import children_key, due_key, job_key
 from later_django.core.records import decode_record, encode_record
-from later_django.engine import job_actions as actions
+from later_django.engine.job_actions import one_job
 from later_django.exceptions import ActionRefused
 from later_django.overview import read_overview
 from later_django.storage.stores import stores_for
@@ -226,6 +226,6 @@ def test_actions_on_partitioned_jobs_are_refused(later_db: str) -> None:
     record = record_of(later_db, seeded.delayed)
     record.topic, record.partition_id, record.sequence = "orders", 3, 0
     storage.kv.set(job_key("default", seeded.delayed), encode_record(record))
-    for action in (actions.run_now, actions.delete_job):
+    for action in (one_job.run_now, one_job.delete_job):
         with pytest.raises(ActionRefused, match="partition 3 of topic 'orders'"):
             action(later_db, "default", seeded.delayed)

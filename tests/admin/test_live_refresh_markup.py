@@ -156,13 +156,13 @@ def test_a_job_page_refresh_shows_its_new_stage_after_a_retry(
     viewer_client: Client, later_db: str
 ) -> None:
     """The issue's complaint: after Retry the job page said "failed" until reloaded."""
-    from later_django.engine import job_actions
+    from later_django.engine.job_actions import one_job
 
     failed = seed_jobs().failed
     url = reverse("later_django:job_detail", args=[failed])
     page = markup(viewer_client, url)
     assert set(page.regions) == {"later-job-page"} and page.ids["later-job-page"] == 1
-    job_actions.retry_failed(later_db, "default", failed)
+    one_job.retry_failed(later_db, "default", failed)
     refreshed = viewer_client.get(url, **REFRESH).content.decode()
     region = refreshed.split('id="later-job-page"', 1)[1].split("<h3>Actions</h3>", 1)[0]
     assert "<tr><th>Stage</th><td>enqueued</td></tr>" in region

@@ -14,12 +14,10 @@ from later_django.core import attempts
 from later_django.core.clock import MINUTE_MS, now_ms
 from later_django.core.duration_histogram import NO_DURATION, bucket_of
 from later_django.engine import metrics
-from later_django.engine.execution import (
-    Outcome,
-    finish_and_continue,
-    record_lost_attempts,
-    start_batch,
-)
+from later_django.engine.execution.finish import finish_and_continue
+from later_django.engine.execution.lost import record_lost_attempts
+from later_django.engine.execution.start import start_batch
+from later_django.engine.execution.values import Outcome
 from later_django.exceptions import TaskTimeout, WorkerLost, class_path
 from later_django.models import TaskMinuteMetric
 from later_django.storage.stores import stores_for

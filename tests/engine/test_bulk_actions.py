@@ -14,7 +14,9 @@ from django.utils import timezone
 
 from later_django import api
 from later_django.compat.tasks import TaskResultStatus
-from later_django.engine import job_actions
+from later_django.engine.job_actions import bulk, one_job, record_checks
+from later_django.engine.job_actions.selection import BulkOutcome, JobSelection
+from later_django.exceptions import ActionRefused
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst
@@ -195,12 +197,12 @@ def test_a_bulk_retry_skips_a_job_that_left_the_stage_since_its_page_was_read(
     stores = stores_for(engine_db)
     page = stores.index.job_index_list_by_stage(NAMESPACE, "failed", None, 10)
     assert len(page.items) == 2
-    job_actions.retry_failed(engine_db, NAMESPACE, ids[0])
-    outcome = job_actions.BulkOutcome()
-    job_actions._act_on_batch(
-        job_actions._retry,
+    one_job.retry_failed(engine_db, NAMESPACE, ids[0])
+    outcome = BulkOutcome()
+    bulk._act_on_batch(
+        record_checks.retry_record,
         [row.job_id for row in page.items],
-        job_actions.JobSelection(stage="failed"),
+        JobSelection(stage="failed"),
         stores,
         NAMESPACE,
         outcome,
@@ -235,8 +237,8 @@ def test_the_stand_in_of_an_undecodable_record_is_refused_by_retry(engine_db: st
     commit(writes, stores)
     ids = fail_jobs(tasks.fail_once_without_retry, 1)
 
-    with pytest.raises(job_actions.ActionRefused, match="nothing to run again"):
-        job_actions.retry_failed(engine_db, NAMESPACE, stand_in.job_id)
+    with pytest.raises(ActionRefused, match="nothing to run again"):
+        one_job.retry_failed(engine_db, NAMESPACE, stand_in.job_id)
     outcome = api.retry_failed()
 
     assert (outcome.matched, outcome.changed, outcome.refused) == (2, 1, 1)

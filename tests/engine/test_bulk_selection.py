@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from later_django import api
 from later_django.core.clock import now_ms
-from later_django.engine import job_actions
-from later_django.engine.job_actions import JobSelection
+from later_django.engine.job_actions import bulk, one_job
+from later_django.engine.job_actions.selection import JobSelection
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst
@@ -39,11 +39,11 @@ def test_run_now_selected_makes_delayed_jobs_ready_in_batches(engine_db: str) ->
     delayed_jobs(tasks.add_on_emails, 2)
     selection = JobSelection(stage="delayed", task_path="tests.engine.tasks.add")
 
-    dry = job_actions.run_now_selected(selection, **target(engine_db), dry_run=True)
+    dry = bulk.run_now_selected(selection, **target(engine_db), dry_run=True)
     assert (dry.matched, dry.changed) == (3, 3)
     assert counts(engine_db) == {"delayed": 5}
 
-    done = job_actions.run_now_selected(selection, **target(engine_db), batch_size=2)
+    done = bulk.run_now_selected(selection, **target(engine_db), batch_size=2)
     assert (done.matched, done.changed, done.refused, done.batches) == (3, 3, 0, 2)
     assert counts(engine_db) == {"delayed": 2, "enqueued": 3}
     run_burst()
@@ -52,7 +52,7 @@ def test_run_now_selected_makes_delayed_jobs_ready_in_batches(engine_db: str) ->
 
 def test_run_now_selected_refuses_a_stage_without_a_time(engine_db: str) -> None:
     with pytest.raises(ValueError, match="jobs of stage 'failed' cannot be run now"):
-        job_actions.run_now_selected(JobSelection(stage="failed"), **target(engine_db))
+        bulk.run_now_selected(JobSelection(stage="failed"), **target(engine_db))
 
 
 def test_a_selection_by_task_prefix_until_and_error_class(engine_db: str) -> None:
@@ -72,7 +72,7 @@ def test_a_selection_by_task_prefix_until_and_error_class(engine_db: str) -> Non
     other_prefix = JobSelection(stage="failed", task_prefix="tests.engine.tasks.adds")
 
     def would_retry(selection: JobSelection) -> int:
-        return job_actions.retry_selected(selection, **target(engine_db), dry_run=True).changed
+        return bulk.retry_selected(selection, **target(engine_db), dry_run=True).changed
 
     assert would_retry(prefix) == 3
     assert would_retry(other_prefix) == 0
@@ -80,7 +80,7 @@ def test_a_selection_by_task_prefix_until_and_error_class(engine_db: str) -> Non
     assert would_retry(other_error) == 0
     assert would_retry(error) == 3, "fail_once_without_retry raises Boom"
 
-    done = job_actions.retry_selected(until, **target(engine_db))
+    done = bulk.retry_selected(until, **target(engine_db))
     assert done.changed == 2
     assert {result(i).status.name for i in older} == {"READY"}
     assert result(newer[0]).status.name == "FAILED"
@@ -89,7 +89,7 @@ def test_a_selection_by_task_prefix_until_and_error_class(engine_db: str) -> Non
 def test_named_job_ids_are_taken_in_batches_and_only_those(engine_db: str) -> None:
     ids = delayed_jobs(tasks.add, 4)
     selection = JobSelection(stage="delayed", job_ids=(ids[0], ids[2], ids[3], ids[0]))
-    outcome = job_actions.delete_selected(selection, **target(engine_db), batch_size=2)
+    outcome = bulk.delete_selected(selection, **target(engine_db), batch_size=2)
     assert (outcome.matched, outcome.changed, outcome.batches) == (3, 3, 2)
     assert counts(engine_db) == {"delayed": 1}
     assert stores_for(engine_db).index.job_index_get(NAMESPACE, ids[1]) is not None
@@ -97,9 +97,9 @@ def test_named_job_ids_are_taken_in_batches_and_only_those(engine_db: str) -> No
 
 def test_a_named_job_that_left_the_stage_is_refused(engine_db: str) -> None:
     ids = delayed_jobs(tasks.add, 2)
-    job_actions.run_now(engine_db, NAMESPACE, ids[0])
+    one_job.run_now(engine_db, NAMESPACE, ids[0])
     selection = JobSelection(stage="delayed", job_ids=tuple(ids))
-    outcome = job_actions.cancel_selected(selection, **target(engine_db))
+    outcome = bulk.cancel_selected(selection, **target(engine_db))
     assert (outcome.matched, outcome.changed, outcome.refused) == (2, 1, 1)
     assert outcome.refusals == [f"job {ids[0]} is 'enqueued' now, no longer 'delayed'"]
 
@@ -107,11 +107,11 @@ def test_a_named_job_that_left_the_stage_is_refused(engine_db: str) -> None:
 def test_max_rows_stops_the_walk_and_its_cursor_continues_it(engine_db: str) -> None:
     delayed_jobs(tasks.add, 5)
     selection = JobSelection(stage="delayed")
-    first = job_actions.delete_selected(selection, **target(engine_db), batch_size=2, max_rows=3)
+    first = bulk.delete_selected(selection, **target(engine_db), batch_size=2, max_rows=3)
     assert first.resume_cursor is not None
     assert (first.changed, first.batches) == (3, 2), "a page of 2, then the 1 left of the bound"
     assert counts(engine_db) == {"delayed": 2}
-    rest = job_actions.delete_selected(
+    rest = bulk.delete_selected(
         selection, **target(engine_db), batch_size=2, cursor=first.resume_cursor, max_rows=3
     )
     assert (rest.changed, rest.resume_cursor) == (2, None)
@@ -121,10 +121,10 @@ def test_max_rows_stops_the_walk_and_its_cursor_continues_it(engine_db: str) -> 
 def test_a_bounded_cancel_of_queued_jobs_continues_in_the_queue(engine_db: str) -> None:
     api.enqueue_many(tasks.add, [((i, 0), {}) for i in range(5)], ids_only=True)
     selection = JobSelection(stage="enqueued")
-    first = job_actions.cancel_selected(selection, **target(engine_db), batch_size=2, max_rows=2)
+    first = bulk.cancel_selected(selection, **target(engine_db), batch_size=2, max_rows=2)
     assert first.changed == 2
     assert first.resume_cursor is not None and first.resume_cursor.startswith("q:")
-    rest = job_actions.cancel_selected(
+    rest = bulk.cancel_selected(
         selection, **target(engine_db), batch_size=2, cursor=first.resume_cursor
     )
     assert (rest.changed, rest.resume_cursor) == (3, None)
@@ -133,4 +133,4 @@ def test_a_bounded_cancel_of_queued_jobs_continues_in_the_queue(engine_db: str) 
 
 def test_max_rows_must_be_positive(engine_db: str) -> None:
     with pytest.raises(ValueError, match="max_rows must be at least 1"):
-        job_actions.retry_selected(JobSelection(stage="failed"), **target(engine_db), max_rows=0)
+        bulk.retry_selected(JobSelection(stage="failed"), **target(engine_db), max_rows=0)

@@ -19,7 +19,9 @@ from later_django.compat.tasks import (
     task_backends,
 )
 from later_django.conf import later_settings
-from later_django.engine.execution import Outcome, finish_and_continue, start_batch
+from later_django.engine.execution.finish import finish_and_continue
+from later_django.engine.execution.start import start_batch
+from later_django.engine.execution.values import Outcome
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished

@@ -28,7 +28,7 @@ from django.test.utils import CaptureQueriesContext
 from later_django.conf import later_settings
 from later_django.core.keys import job_key
 from later_django.core.records import decode_record
-from later_django.engine.execution import plan_batch
+from later_django.engine.execution.start import plan_batch
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, row_counts, run_burst

@@ -19,7 +19,9 @@ from django.test.utils import CaptureQueriesContext
 
 from later_django.conf import later_settings
 from later_django.engine import metrics
-from later_django.engine.execution import Outcome, finish_and_continue, plan_batch
+from later_django.engine.execution.finish import finish_and_continue
+from later_django.engine.execution.start import plan_batch
+from later_django.engine.execution.values import Outcome
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE

@@ -16,7 +16,7 @@ from later_django.compat.tasks import InvalidTask, task
 from later_django.conf import LaterSettings
 from later_django.core import stages
 from later_django.core.records import JobRecord
-from later_django.engine.execution import StartedJob, task_timeout_ms
+from later_django.engine.execution.values import StartedJob, task_timeout_ms
 from later_django.worker.bell import Bell
 from later_django.worker.jobs import RunningJobs
 from tests.engine import tasks

@@ -23,7 +23,7 @@ from later_django import api
 from later_django.compat.tasks import InvalidTask, TaskResultStatus, task, task_enqueued
 from later_django.core.clock import now_ms
 from later_django.core.keys import unique_key
-from later_django.engine import job_actions
+from later_django.engine.job_actions import one_job
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst
@@ -101,7 +101,7 @@ def test_the_while_stages_bound_the_duplicate(engine_db: str) -> None:
     delayed = tasks.nightly_report.using(run_after=later).enqueue()
     assert tasks.nightly_report.using(run_after=later).enqueue().id == delayed.id
 
-    job_actions.run_now(engine_db, NAMESPACE, delayed.id)  # enqueued: not in "while"
+    one_job.run_now(engine_db, NAMESPACE, delayed.id)  # enqueued: not in "while"
     fresh = tasks.nightly_report.enqueue()
 
     assert fresh.id != delayed.id

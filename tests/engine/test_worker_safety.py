@@ -16,7 +16,7 @@ from later_django.conf import later_settings
 from later_django.core.keys import job_key
 from later_django.core.records import decode_record
 from later_django.engine.enqueue import NewJob, enqueue_jobs
-from later_django.engine.execution import start_batch
+from later_django.engine.execution.start import start_batch
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished

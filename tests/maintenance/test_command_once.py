@@ -16,7 +16,8 @@ from django.utils import timezone
 from later_django.api import enqueue_many
 from later_django.core.clock import now_ms
 from later_django.core.keys import due_scan_bounds
-from later_django.engine.recurring import SOURCE_SETTINGS, list_recurring, sync_configured_recurring
+from later_django.engine.recurring import SOURCE_SETTINGS, list_recurring
+from later_django.engine.recurring_settings import sync_configured_recurring
 from later_django.maintenance import registered_passes
 from later_django.maintenance.reconcile import RECONCILE_MAX_ROWS
 from later_django.storage.stores import stores_for

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from later_django.core import stages
 from later_django.core.records import JobRecord
-from later_django.engine.execution import Outcome, StartedJob
+from later_django.engine.execution.values import Outcome, StartedJob
 from later_django.worker import prometheus_export
 from later_django.worker.prometheus_export import PrometheusTelemetry
 from tests.engine import tasks

@@ -15,7 +15,9 @@ from later_django.api import continue_with, enqueue_to_partition
 from later_django.conf import later_settings
 from later_django.core.clock import now_ms
 from later_django.core.topics import partition_for_key
-from later_django.engine.execution import Outcome, StartedJob, finish_and_continue, start_heads
+from later_django.engine.execution.finish import finish_and_continue
+from later_django.engine.execution.heads import start_heads
+from later_django.engine.execution.values import Outcome, StartedJob
 from later_django.storage.postgres import WORKER_PREPARE_THRESHOLD
 from later_django.storage.stores import stores_for
 from tests.partitions import tasks

@@ -17,11 +17,9 @@ from later_django.conf import later_settings
 from later_django.core.clock import now_ms
 from later_django.core.topics import partition_for_key
 from later_django.engine import metrics
-from later_django.engine.execution import (
-    Outcome,
-    finish_and_continue,
-    start_heads,
-)
+from later_django.engine.execution.finish import finish_and_continue
+from later_django.engine.execution.heads import start_heads
+from later_django.engine.execution.values import Outcome
 from later_django.storage.stores import stores_for
 from later_django.worker.runner import Worker, WorkerOptions
 from tests.partitions import tasks

@@ -7,7 +7,8 @@ from django.db import transaction
 
 from later_django.api import remove_recurring, schedule_recurring
 from later_django.core.clock import now_ms
-from later_django.engine.recurring import SOURCE_API, list_recurring, next_tick_ms
+from later_django.engine.recurring import SOURCE_API, list_recurring
+from later_django.engine.recurring_schedule import next_tick_ms
 from later_django.storage.stores import stores_for
 from tests.recurring import tasks
 from tests.recurring.support import NAMESPACE, definition

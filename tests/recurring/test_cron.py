@@ -10,16 +10,18 @@ import pytest
 from later_django.core.keys import parse_recurring_due_key, recurring_due_key, recurring_key_bounds
 from later_django.engine.recurring import (
     RecurringDefinition,
-    cron_problem,
     decode_definition,
     encode_definition,
+    validate_recurring_id,
+)
+from later_django.engine.recurring_pass import MISFIRE_GRACE_MS, due_ticks
+from later_django.engine.recurring_schedule import (
+    cron_problem,
     last_tick_ms,
     next_tick_ms,
     validate_cron,
-    validate_recurring_id,
     validate_timezone,
 )
-from later_django.engine.recurring_pass import MISFIRE_GRACE_MS, due_ticks
 from later_django.exceptions import RecordDecodeError
 
 

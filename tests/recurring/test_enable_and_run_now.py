@@ -14,14 +14,10 @@ from later_django.api import (
 )
 from later_django.core.clock import now_ms
 from later_django.core.keys import recurring_due_key
-from later_django.engine.recurring import (
-    RECENT_RUNS,
-    decode_definition,
-    encode_definition,
-    next_tick_ms,
-    sync_configured_recurring,
-)
+from later_django.engine.recurring import RECENT_RUNS, decode_definition, encode_definition
 from later_django.engine.recurring_pass import run_recurring_pass
+from later_django.engine.recurring_schedule import next_tick_ms
+from later_django.engine.recurring_settings import sync_configured_recurring
 from later_django.storage.stores import stores_for
 from tests.recurring import tasks
 from tests.recurring.support import NAMESPACE, definition, move_next_run, occurrences

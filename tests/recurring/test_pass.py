@@ -10,8 +10,9 @@ import pytest
 from later_django.api import schedule_recurring
 from later_django.core import stages
 from later_django.core.clock import now_ms
-from later_django.engine.recurring import RecurringDefinition, last_tick_ms, next_tick_ms
+from later_django.engine.recurring import RecurringDefinition
 from later_django.engine.recurring_pass import MISFIRE_GRACE_MS, NEVER_MS, run_recurring_pass
+from later_django.engine.recurring_schedule import last_tick_ms, next_tick_ms
 from later_django.storage.stores import stores_for
 from tests.engine.support import run_until_finished
 from tests.recurring import tasks

@@ -9,13 +9,9 @@ from django.test import override_settings
 from later_django.api import schedule_recurring
 from later_django.checks import check_later_settings
 from later_django.conf import later_settings
-from later_django.engine.recurring import (
-    SOURCE_API,
-    SOURCE_SETTINGS,
-    list_recurring,
-    next_tick_ms,
-    sync_configured_recurring,
-)
+from later_django.engine.recurring import SOURCE_API, SOURCE_SETTINGS, list_recurring
+from later_django.engine.recurring_schedule import next_tick_ms
+from later_django.engine.recurring_settings import sync_configured_recurring
 from later_django.storage.stores import stores_for
 from later_django.worker.runner import Worker, WorkerOptions
 from tests.recurring import tasks

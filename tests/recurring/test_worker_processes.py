@@ -20,7 +20,7 @@ import pytest
 
 from later_django.core.clock import now_ms
 from later_django.core.topics import RECURRING_TOPIC
-from later_django.engine.recurring import next_tick_ms
+from later_django.engine.recurring_schedule import next_tick_ms
 from tests.recurring.support import definition, move_next_run, occurrences
 from tests.worker.tasks import read_lines
 from tests.worker.test_worker_process import START_SECONDS, Workers, wait_for

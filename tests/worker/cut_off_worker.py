@@ -69,7 +69,7 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connections
 
-    from later_django.engine import execution
+    from later_django.engine.execution import start as execution_start
     from later_django.worker import loop
 
     seconds = float(os.environ.get("LATER_CUT_OFF_SECONDS", "2"))
@@ -85,13 +85,13 @@ def main() -> None:
 
     if os.environ.get("LATER_CUT_OFF_AT") == "start_write":
         # Later: the batch is planned (its records read), its start not yet written.
-        real_commit = execution.BatchStart.commit
+        real_commit = execution_start.BatchStart.commit
 
         def commit(start):  # type: ignore[no-untyped-def]
             cut(start.worker.stores.using, f"before the start write of {len(start.started)}")
             real_commit(start)
 
-        execution.BatchStart.commit = commit  # type: ignore[method-assign]
+        execution_start.BatchStart.commit = commit  # type: ignore[method-assign]
     else:
         real_plan_batch = loop.plan_batch
 

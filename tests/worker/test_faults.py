@@ -25,7 +25,8 @@ from later_django.api import enqueue_many
 from later_django.compat.tasks import TaskResult
 from later_django.conf import later_settings
 from later_django.core import stages
-from later_django.engine.execution import record_lost_attempts, start_batch
+from later_django.engine.execution.lost import record_lost_attempts
+from later_django.engine.execution.start import start_batch
 from later_django.storage.stores import stores_for
 from later_django.worker.process import HAND_BACK_SECONDS
 from tests.partitions import tasks as partition_tasks

@@ -22,7 +22,7 @@ from django.utils.dateparse import parse_datetime
 
 from later_django import api
 from later_django.conf import later_settings
-from later_django.engine.job_actions import (
+from later_django.engine.job_actions.selection import (
     BULK_CANCEL_STAGES,
     BULK_DELETE_STAGES,
     DEFAULT_BATCH_SIZE,

@@ -31,7 +31,7 @@ from django.db import connections
 from django.utils.crypto import get_random_string
 
 from later_django.conf import later_settings
-from later_django.engine.recurring import sync_configured_recurring
+from later_django.engine.recurring_settings import sync_configured_recurring
 from later_django.maintenance import PassRunner, registered_passes
 from later_django.maintenance.recurring import RECURRING
 from later_django.management.common import (
