@@ -1,6 +1,7 @@
-"""What the queues page shows: one row per queue of the namespace.
+"""The queues page: one row per queue of the namespace, and its Pause/Resume buttons
+(POST, CSRF, ``later_django.manage_jobs``).
 
-The figures are :func:`later_django.overview.read_queues` (what ``later_status`` and
+The figures are :func:`later_django.overview.queues.read_queues` (what ``later_status`` and
 ``later_queue list`` print): ready messages from the trigger-kept depth counters, the
 oldest ready message's age by a walk that stops at the first ready message (only for
 queues holding some), the pauses (one key range of ``later_storage``), and the jobs
@@ -15,10 +16,18 @@ minute so far and in the hour ending with it (the task pages' hour), read from
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
 from later_django.admin.chart import chart_window
+from later_django.admin.pages import render_page, require_manage
 from later_django.admin.units import (
     NONE_TEXT,
     human_age,
@@ -27,13 +36,15 @@ from later_django.admin.units import (
     human_rate,
     when,
 )
+from later_django.api import pause_queue, resume_queue
 from later_django.backend import LaterBackend
 from later_django.compat.tasks import task_backends
 from later_django.conf import later_settings
 from later_django.core import clock
 from later_django.core.keys import is_reserved
 from later_django.core.limits import QueueLimit
-from later_django.overview import QueueFigure, read_queues
+from later_django.overview.figures import QueueFigure
+from later_django.overview.queues import read_queues
 from later_django.storage.stores import stores_for
 from later_django.storage.types import QueueAttempts
 
@@ -152,3 +163,51 @@ def queue_page(now_ms: int | None = None) -> QueuePage:
         for figure in sorted(figures, key=lambda figure: figure.queue_name)
     ]
     return QueuePage(settings.namespace, settings.database, rows, len(workers))
+
+
+def queue_list(request: HttpRequest) -> TemplateResponse:
+    """Every queue of the namespace: ready and running jobs, the oldest ready job's age,
+    the pause (since when, by whom), the configured limits, Pause/Resume buttons.
+
+    Bounded by small tables, never by the number of jobs
+    (:func:`later_django.overview.queues.read_queues`): the live ``later_worker`` rows, the
+    ``later_queue_depth`` counters, the paused keys of ``later_storage`` (at most
+    1,000), and per queue holding ready messages one walk of the queue's index that
+    stops at its first ready message."""
+    return render_page(
+        request, "later_django/queue_list.html", "Queues", later_page="queues", queues=queue_page()
+    )
+
+
+def _queue_action(
+    run: Callable[[str, str], bool], done: str, unchanged: str
+) -> Callable[[HttpRequest], HttpResponse]:
+    """A POST-only view (CSRF, manage permission) running ``run(queue, username)`` on the
+    form's ``queue`` and redirecting to the queues page with a message."""
+
+    @require_POST
+    def view(request: HttpRequest) -> HttpResponse:
+        require_manage(request)
+        name = request.POST.get("queue", "")
+        try:
+            changed = run(name, request.user.get_username())
+        except ValueError as error:
+            messages.error(request, str(error))
+        else:
+            text = done if changed else unchanged
+            messages.success(request, text.format(queue=name))
+        return HttpResponseRedirect(reverse("later_django:queue_list"))
+
+    return view
+
+
+pause_queue_view = _queue_action(
+    lambda name, by: pause_queue(name, by=by),
+    "Queue {queue!r} is paused: no worker claims its jobs until it is resumed.",
+    "Queue {queue!r} was already paused; nothing changed.",
+)
+resume_queue_view = _queue_action(
+    lambda name, _by: resume_queue(name),
+    "Queue {queue!r} is resumed.",
+    "Queue {queue!r} was not paused; nothing changed.",
+)

@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from later_django.core.keys import job_key
-from later_django.overview import STAGES
+from later_django.overview.figures import STAGES
 from later_django.storage.stores import stores_for
 from tests.admin.support import SCRIPT, seed_jobs
 

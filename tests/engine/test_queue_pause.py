@@ -17,7 +17,7 @@ from django.test import override_settings
 from later_django import api
 from later_django.core.clock import now_ms
 from later_django.management.commands.later_status import health_problems
-from later_django.overview import read_overview
+from later_django.overview.snapshot import read_overview
 from later_django.storage.stores import stores_for
 from later_django.worker.claim_queues import NOTHING, ClaimQueues
 

@@ -28,7 +28,7 @@ from later_django.management.common import (
     text_table,
     utc_time,
 )
-from later_django.overview import read_overview
+from later_django.overview.snapshot import read_overview
 from later_django.storage.tables import naming_missing_tables
 
 
