@@ -6,8 +6,11 @@ The figures are :func:`later_django.overview.queues.read_queues` (what ``later_s
 oldest ready message's age by a walk that stops at the first ready message (only for
 queues holding some), the pauses (one key range of ``later_storage``), and the jobs
 running now from the live workers' rows. The configured limits come from
-``LATER["QUEUE_LIMITS"]``. Queues named in ``TASKS`` or ``QUEUE_LIMITS`` are listed
-even while they hold nothing, so that they can be paused before jobs arrive.
+``LATER["QUEUE_LIMITS"]``. The rows are that module's one answer about which queues
+there are, the same as ``later_queue list``, ``later_status`` and the metrics view:
+queues named in ``TASKS`` or ``QUEUE_LIMITS`` are listed even while they hold nothing
+(so that they can be paused before jobs arrive), and so is every queue with messages,
+a pause or running jobs.
 
 Throughput per queue is the attempts that ended (succeeded or failing) in the current
 minute so far and in the hour ending with it (the task pages' hour), read from
@@ -37,8 +40,6 @@ from later_django.admin.units import (
     when,
 )
 from later_django.api import pause_queue, resume_queue
-from later_django.backend import LaterBackend
-from later_django.compat.tasks import task_backends
 from later_django.conf import later_settings
 from later_django.core import clock
 from later_django.core.keys import is_reserved
@@ -79,16 +80,6 @@ class QueuePage:
     rows: list[QueueRow]
     #: Live workers the running counts come from.
     live_workers: int
-
-
-def configured_queues() -> set[str]:
-    """The queues named by a ``LaterBackend``'s ``QUEUES`` in ``TASKS`` and by
-    ``LATER["QUEUE_LIMITS"]`` (``QUEUES: []`` names none: any queue is allowed)."""
-    names = set(later_settings().queue_limits)
-    for backend in task_backends.all():
-        if isinstance(backend, LaterBackend):
-            names |= set(backend.queues)
-    return names
 
 
 @dataclass(frozen=True)
@@ -147,21 +138,14 @@ def queue_row(
 
 
 def queue_page(now_ms: int | None = None) -> QueuePage:
-    """Every queue with messages, running jobs, a pause, a configuration or attempts in
-    the last hour, by name."""
+    """Every queue of the namespace (:func:`~later_django.overview.queues.read_queues`:
+    configured, or with messages, running jobs or a pause), by name."""
     settings = later_settings()
     now = clock.now_ms() if now_ms is None else now_ms
     figures, workers = read_queues(now_ms=now)
     throughput = read_throughput(settings.database, settings.namespace, now)
-    listed = {figure.queue_name for figure in figures}
-    figures += [
-        QueueFigure(name, 0, None) for name in (configured_queues() | set(throughput.hour)) - listed
-    ]
     limits = settings.queue_limits
-    rows = [
-        queue_row(figure, limits.get(figure.queue_name), throughput, now)
-        for figure in sorted(figures, key=lambda figure: figure.queue_name)
-    ]
+    rows = [queue_row(figure, limits.get(figure.queue_name), throughput, now) for figure in figures]
     return QueuePage(settings.namespace, settings.database, rows, len(workers))
 
 

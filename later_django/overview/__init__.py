@@ -5,7 +5,8 @@ metrics view, read once and shared by all of them.
   ``STAGES``) and the ``later_status --json`` shape;
 * :mod:`~later_django.overview.snapshot`: :func:`~later_django.overview.snapshot.read_overview`,
   one bounded snapshot of a namespace (stages, last minute, recurring);
-* :mod:`~later_django.overview.queues`: each queue's figures;
+* :mod:`~later_django.overview.queues`: the one answer about which queues a namespace
+  has (configured, or seen in messages, pauses and running jobs) and their figures;
 * :mod:`~later_django.overview.topics`: topics, partitions and consumer-group lag;
 * :mod:`~later_django.overview.history`: the charts' reads (queue length, throughput);
 * :mod:`~later_django.overview.target`: which database and namespace a read is of.

@@ -19,6 +19,8 @@ table (counters, metric buckets, workers, partitions); none counts or scans
 * the oldest ready message of a queue is the first ready one in queue order
   (a walk of the primary key that stops at the first match), asked only for
   queues whose counter says they hold ready messages;
+* the queues are :mod:`~later_django.overview.queues`'s one answer: the configured
+  ones (idle ones with zeroes) and those the data shows;
 * paused queues are one bounded key range of ``later_storage``;
 * running jobs per queue are the live workers' ``busy_queues`` (their rows, as
   the heartbeat last wrote them), consumer-group lag the retained logs' end

@@ -187,7 +187,8 @@ def test_status_lists_paused_queues_and_their_jobs_do_not_fail_the_health_check(
 
     overview = read_overview()
     shown = {queue.queue_name: queue for queue in overview.queues}
-    assert sorted(shown) == ["emails", "never-used"]
+    # The configured queues of tests.settings' TASKS, and the paused one never used.
+    assert sorted(shown) == ["default", "emails", "never-used", "reports"]
     assert shown["emails"].ready == 2 and shown["emails"].paused_at_ms is not None
     assert shown["emails"].oldest_ready_age_ms >= 3_600_000
     assert overview.oldest_ready_age_ms is None
