@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from html import escape
 
 from later_django.core import clock
-from later_django.overview import HISTORY_RANGES
+from later_django.overview.history import HISTORY_RANGES
 
 #: Minutes per slot of each range: 60 points an hour, 144 a day, 168 a week.
 SLOT_MINUTES: dict[str, int] = {"hour": 1, "day": 10, "week": 60}

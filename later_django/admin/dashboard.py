@@ -3,7 +3,9 @@
 Set ``ADMIN_TOOLS_INDEX_DASHBOARD = "later_django.admin.dashboard.LaterIndexDashboard"``.
 Each panel is a :class:`LaterPanel` module rendering the same template as the
 plain page (``later_django/panels/*.html``, with the same context); the figures are read once per
-request (:func:`later_django.admin.panels.dashboard_context`). The panels need
+request (:func:`later_django.admin.panels.dashboard_context`). The first panel (Stages)
+opens with a row of links to the operator pages (:data:`PAGE_LINKS`), so each of them
+is one click from the admin index, where the admin login lands. The panels need
 no JavaScript; admin-tools' own script only adds dragging and collapsing.
 
 Importing this module needs ``admin_tools`` (and, on Django 6.x, the
@@ -16,6 +18,7 @@ from typing import Any
 
 from admin_tools.dashboard import Dashboard, modules
 from django.template.loader import render_to_string
+from django.urls import NoReverseMatch, reverse
 
 from later_django.admin.panels import dashboard_context
 
@@ -30,6 +33,24 @@ PANELS: tuple[tuple[str, str, str], ...] = (
     ("partitions", "Partitions", "later_django/panels/partitions.html"),
     ("recurring", "Recurring jobs", "later_django/panels/recurring.html"),
 )
+#: (label, URL name) of the operator pages the Stages panel links, in that order.
+PAGE_LINKS: tuple[tuple[str, str], ...] = (
+    ("Dashboard", "later_django:dashboard"),
+    ("Failures", "later_django:failure_list"),
+    ("Queues", "later_django:queue_list"),
+    ("Workers", "later_django:worker_list"),
+    ("Tasks", "later_django:task_list"),
+    ("Recurring", "later_django:recurring_list"),
+)
+
+
+def page_links() -> list[tuple[str, str]]:
+    """(label, URL) of :data:`PAGE_LINKS`; none when the project's URLs do not include
+    ``later_django.admin.urls`` (the panels still show)."""
+    try:
+        return [(label, reverse(name)) for label, name in PAGE_LINKS]
+    except NoReverseMatch:
+        return []
 
 
 class LaterPanel(modules.DashboardModule):
@@ -37,9 +58,18 @@ class LaterPanel(modules.DashboardModule):
 
     template = "later_django/admin_tools_module.html"
 
-    def __init__(self, title: str, panel_template: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        title: str,
+        panel_template: str,
+        *,
+        page_links: list[tuple[str, str]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(title=title, **kwargs)
         self.panel_template = panel_template
+        #: (label, URL) of the links row above the panel (none: no row).
+        self.page_links = page_links or []
 
     def init_with_context(self, context: Any) -> None:
         if getattr(self, "_initialized", False):
@@ -54,8 +84,8 @@ class LaterPanel(modules.DashboardModule):
 
 
 class LaterIndexDashboard(Dashboard):
-    """The admin index: later_django's panels, a link to the job pages, and the
-    usual application list and recent actions."""
+    """The admin index: later_django's panels (the first with links to the operator
+    pages), and the usual application list and recent actions."""
 
     columns = 2
     title = "Later jobs"
@@ -69,8 +99,14 @@ class LaterIndexDashboard(Dashboard):
     def init_with_context(self, context: Any) -> None:
         if self.children:
             return
+        links = page_links()
         for module_id, title, template in PANELS:
-            panel = LaterPanel(title, template, title_url=_dashboard_url())
+            panel = LaterPanel(
+                title,
+                template,
+                title_url=_dashboard_url(),
+                page_links=links if module_id == PANELS[0][0] else None,
+            )
             panel.id = f"later-{module_id}"
             self.children.append(panel)
         self.children.append(modules.AppList("Applications"))
@@ -78,8 +114,6 @@ class LaterIndexDashboard(Dashboard):
 
 
 def _dashboard_url() -> str:
-    from django.urls import NoReverseMatch, reverse
-
     try:
         return reverse("later_django:dashboard")
     except NoReverseMatch:

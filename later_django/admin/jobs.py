@@ -30,7 +30,7 @@ from later_django.core.records import JobError, JobRecord, decode_record
 from later_django.engine.job_actions.selection import JobSelection
 from later_django.engine.record_reads import read_records_and_errors
 from later_django.exceptions import RecordDecodeError
-from later_django.overview import STAGES
+from later_django.overview.figures import STAGES
 from later_django.storage.ports.kv import KeyValuePort
 from later_django.storage.stores import Stores, stores_for
 from later_django.storage.types import JobIndexRow, RangeOrder

@@ -1,7 +1,7 @@
-"""The template context of the dashboard panels, shared by the plain admin page and
-the admin-tools modules.
+"""The template context of the dashboard panels, shared by the plain admin page (its
+view, :func:`dashboard`, is here) and the admin-tools modules.
 
-The overview (:func:`later_django.overview.read_overview`) is read once per
+The overview (:func:`later_django.overview.snapshot.read_overview`) is read once per
 request and kept on the request, so an admin-tools dashboard with eight
 modules still reads the figures once. Two query parameters are honoured, both
 validated (anything else falls back to the default, never an error):
@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.utils.safestring import SafeString, mark_safe
 
 from later_django.admin.chart import (
@@ -29,18 +30,17 @@ from later_django.admin.chart import (
     fill_counts,
     fold_max,
 )
+from later_django.admin.pages import render_page
 from later_django.admin.units import NONE_TEXT, human_duration, when
 from later_django.core.keys import is_reserved
-from later_django.overview import (
+from later_django.overview.figures import Overview, PartitionFigure, TopicFigure
+from later_django.overview.history import (
     HISTORY_RANGES,
     THROUGHPUT_CHART_STAGES,
-    Overview,
-    PartitionFigure,
-    TopicFigure,
-    read_overview,
     read_queue_history,
     read_throughput,
 )
+from later_django.overview.snapshot import read_overview
 from later_django.storage.types import QueueSample
 
 DEFAULT_RANGE = "hour"
@@ -300,3 +300,14 @@ def _recurring_rows(overview: Overview) -> list[dict[str, Any]]:
         }
         for item in overview.recurring
     ]
+
+
+def dashboard(request: HttpRequest) -> TemplateResponse:
+    """Every panel on one page (the same panels as the admin-tools modules)."""
+    return render_page(
+        request,
+        "later_django/dashboard.html",
+        "Later jobs",
+        later_page="dashboard",
+        **dashboard_context(request),
+    )

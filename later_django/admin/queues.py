@@ -1,12 +1,16 @@
-"""What the queues page shows: one row per queue of the namespace.
+"""The queues page: one row per queue of the namespace, and its Pause/Resume buttons
+(POST, CSRF, ``later_django.manage_jobs``).
 
-The figures are :func:`later_django.overview.read_queues` (what ``later_status`` and
+The figures are :func:`later_django.overview.queues.read_queues` (what ``later_status`` and
 ``later_queue list`` print): ready messages from the trigger-kept depth counters, the
 oldest ready message's age by a walk that stops at the first ready message (only for
 queues holding some), the pauses (one key range of ``later_storage``), and the jobs
 running now from the live workers' rows. The configured limits come from
-``LATER["QUEUE_LIMITS"]``. Queues named in ``TASKS`` or ``QUEUE_LIMITS`` are listed
-even while they hold nothing, so that they can be paused before jobs arrive.
+``LATER["QUEUE_LIMITS"]``. The rows are that module's one answer about which queues
+there are, the same as ``later_queue list``, ``later_status`` and the metrics view:
+queues named in ``TASKS`` or ``QUEUE_LIMITS`` are listed even while they hold nothing
+(so that they can be paused before jobs arrive), and so is every queue with messages,
+a pause or running jobs.
 
 Throughput per queue is the attempts that ended (succeeded or failing) in the current
 minute so far and in the hour ending with it (the task pages' hour), read from
@@ -15,10 +19,18 @@ minute so far and in the hour ending with it (the task pages' hour), read from
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
 from later_django.admin.chart import chart_window
+from later_django.admin.pages import render_page, require_manage
 from later_django.admin.units import (
     NONE_TEXT,
     human_age,
@@ -27,13 +39,13 @@ from later_django.admin.units import (
     human_rate,
     when,
 )
-from later_django.backend import LaterBackend
-from later_django.compat.tasks import task_backends
+from later_django.api import pause_queue, resume_queue
 from later_django.conf import later_settings
 from later_django.core import clock
 from later_django.core.keys import is_reserved
 from later_django.core.limits import QueueLimit
-from later_django.overview import QueueFigure, read_queues
+from later_django.overview.figures import QueueFigure
+from later_django.overview.queues import read_queues
 from later_django.storage.stores import stores_for
 from later_django.storage.types import QueueAttempts
 
@@ -68,16 +80,6 @@ class QueuePage:
     rows: list[QueueRow]
     #: Live workers the running counts come from.
     live_workers: int
-
-
-def configured_queues() -> set[str]:
-    """The queues named by a ``LaterBackend``'s ``QUEUES`` in ``TASKS`` and by
-    ``LATER["QUEUE_LIMITS"]`` (``QUEUES: []`` names none: any queue is allowed)."""
-    names = set(later_settings().queue_limits)
-    for backend in task_backends.all():
-        if isinstance(backend, LaterBackend):
-            names |= set(backend.queues)
-    return names
 
 
 @dataclass(frozen=True)
@@ -136,19 +138,60 @@ def queue_row(
 
 
 def queue_page(now_ms: int | None = None) -> QueuePage:
-    """Every queue with messages, running jobs, a pause, a configuration or attempts in
-    the last hour, by name."""
+    """Every queue of the namespace (:func:`~later_django.overview.queues.read_queues`:
+    configured, or with messages, running jobs or a pause), by name."""
     settings = later_settings()
     now = clock.now_ms() if now_ms is None else now_ms
     figures, workers = read_queues(now_ms=now)
     throughput = read_throughput(settings.database, settings.namespace, now)
-    listed = {figure.queue_name for figure in figures}
-    figures += [
-        QueueFigure(name, 0, None) for name in (configured_queues() | set(throughput.hour)) - listed
-    ]
     limits = settings.queue_limits
-    rows = [
-        queue_row(figure, limits.get(figure.queue_name), throughput, now)
-        for figure in sorted(figures, key=lambda figure: figure.queue_name)
-    ]
+    rows = [queue_row(figure, limits.get(figure.queue_name), throughput, now) for figure in figures]
     return QueuePage(settings.namespace, settings.database, rows, len(workers))
+
+
+def queue_list(request: HttpRequest) -> TemplateResponse:
+    """Every queue of the namespace: ready and running jobs, the oldest ready job's age,
+    the pause (since when, by whom), the configured limits, Pause/Resume buttons.
+
+    Bounded by small tables, never by the number of jobs
+    (:func:`later_django.overview.queues.read_queues`): the live ``later_worker`` rows, the
+    ``later_queue_depth`` counters, the paused keys of ``later_storage`` (at most
+    1,000), and per queue holding ready messages one walk of the queue's index that
+    stops at its first ready message."""
+    return render_page(
+        request, "later_django/queue_list.html", "Queues", later_page="queues", queues=queue_page()
+    )
+
+
+def _queue_action(
+    run: Callable[[str, str], bool], done: str, unchanged: str
+) -> Callable[[HttpRequest], HttpResponse]:
+    """A POST-only view (CSRF, manage permission) running ``run(queue, username)`` on the
+    form's ``queue`` and redirecting to the queues page with a message."""
+
+    @require_POST
+    def view(request: HttpRequest) -> HttpResponse:
+        require_manage(request)
+        name = request.POST.get("queue", "")
+        try:
+            changed = run(name, request.user.get_username())
+        except ValueError as error:
+            messages.error(request, str(error))
+        else:
+            text = done if changed else unchanged
+            messages.success(request, text.format(queue=name))
+        return HttpResponseRedirect(reverse("later_django:queue_list"))
+
+    return view
+
+
+pause_queue_view = _queue_action(
+    lambda name, by: pause_queue(name, by=by),
+    "Queue {queue!r} is paused: no worker claims its jobs until it is resumed.",
+    "Queue {queue!r} was already paused; nothing changed.",
+)
+resume_queue_view = _queue_action(
+    lambda name, _by: resume_queue(name),
+    "Queue {queue!r} is resumed.",
+    "Queue {queue!r} was not paused; nothing changed.",
+)

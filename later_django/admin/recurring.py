@@ -1,4 +1,5 @@
-"""What the recurring page shows: every recurring job with its next run and its last runs.
+"""The recurring page: every recurring job with its next run and its last runs, and its
+Disable/Enable/Run now buttons (POST, CSRF, ``later_django.manage_jobs``).
 
 Bounded by the definitions, never by the jobs: the definitions of the namespace
 (:func:`later_django.engine.recurring.list_recurring`, one key range), at most
@@ -8,17 +9,28 @@ Bounded by the definitions, never by the jobs: the definitions of the namespace
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from later_django.admin.pages import render_page, require_manage
 from later_django.admin.units import NONE_TEXT, human_duration, when
+from later_django.api import disable_recurring, enable_recurring, run_recurring_now
+from later_django.compat.tasks import InvalidTask
 from later_django.conf import later_settings
 from later_django.core import clock
 from later_django.core.keys import job_key
 from later_django.core.records import JobRecord, decode_record
 from later_django.engine.recurring import RecurringDefinition, list_recurring
 from later_django.engine.recurring_pass import NEVER_MS
-from later_django.exceptions import RecordDecodeError
+from later_django.exceptions import LaterError, RecordDecodeError
 from later_django.storage.stores import stores_for
 
 #: Definitions listed on the page (the rest are counted, not shown).
@@ -119,3 +131,59 @@ def recurring_page(now_ms: int | None = None) -> RecurringPage:
             records[keys[key]] = str(error)
     rows = [recurring_row(definition, records, now) for definition in shown]
     return RecurringPage(rows, len(definitions) - len(shown))
+
+
+def recurring_list(request: HttpRequest) -> TemplateResponse:
+    """Every recurring job: schedule, next run, its last runs with their outcomes,
+    Enable/Disable and Run now. Bounded by the definitions (at most
+    :data:`~later_django.admin.recurring.SHOWN`) and one read of their last runs'
+    records by key (:mod:`later_django.admin.recurring`)."""
+    return render_page(
+        request,
+        "later_django/recurring_list.html",
+        "Recurring jobs",
+        later_page="recurring",
+        recurring=recurring_page(),
+    )
+
+
+def _recurring_action(
+    run: Callable[[str], Any], done: str, unchanged: str = ""
+) -> Callable[[HttpRequest], HttpResponse]:
+    """A POST-only view (CSRF, manage permission) running ``run(id)`` on the form's
+    ``recurring_id`` and redirecting to the recurring page with a message: ``unchanged``
+    when ``run`` returned ``False``, else ``done`` (formatted with ``id`` and ``result``,
+    what ``run`` returned)."""
+
+    @require_POST
+    def view(request: HttpRequest) -> HttpResponse:
+        require_manage(request)
+        recurring_id = request.POST.get("recurring_id", "")
+        try:
+            result = run(recurring_id)
+        except LookupError as error:
+            messages.error(request, str(error.args[0]))
+        except (LaterError, InvalidTask, TypeError, ValueError) as error:
+            # A run now whose task cannot be enqueued (unregistered, not ours, bad args).
+            messages.error(request, f"recurring job {recurring_id!r} did not run: {error}")
+        else:
+            text = unchanged if result is False else done
+            messages.success(request, text.format(id=recurring_id, result=result))
+        return HttpResponseRedirect(reverse("later_django:recurring_list"))
+
+    return view
+
+
+recurring_disable = _recurring_action(
+    disable_recurring,
+    "Recurring job {id!r} is disabled: no tick runs until it is enabled.",
+    "Recurring job {id!r} was already disabled; nothing changed.",
+)
+recurring_enable = _recurring_action(
+    enable_recurring,
+    "Recurring job {id!r} is enabled: it runs from its next tick (missed ticks are skipped).",
+    "Recurring job {id!r} was already enabled; nothing changed.",
+)
+recurring_run_now = _recurring_action(
+    run_recurring_now, "Recurring job {id!r} was enqueued to run now as job {result}."
+)

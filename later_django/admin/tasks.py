@@ -24,6 +24,7 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 
 from later_django.admin.chart import chart_window
+from later_django.admin.pages import render_page
 from later_django.admin.task_figures import (
     FAILURE_GROUPS_SHOWN,
     FailureRow,
@@ -33,12 +34,11 @@ from later_django.admin.task_figures import (
     read_task_figures,
 )
 from later_django.admin.units import NONE_TEXT, human_duration, when
-from later_django.admin.views import render_page
 from later_django.core import clock, stages
 from later_django.core.attempts import ATTEMPT_OUTCOMES
 from later_django.core.clock import MINUTE_MS
 from later_django.core.duration_histogram import RELATIVE_ERROR
-from later_django.overview import resolve_target
+from later_django.overview.target import resolve_target
 
 #: The ranges of the task and failures pages. No week: its minute rows are up to
 #: 252,025 in bench/dashboard.py's seed, which SQLite groups in about 200 ms, over the

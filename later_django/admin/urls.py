@@ -15,36 +15,45 @@ from django.contrib import admin
 from django.http import HttpResponse
 from django.urls import path
 
-from later_django.admin import tasks, views
+from later_django.admin import (
+    job_list_views,
+    job_views,
+    pages,
+    panels,
+    queues,
+    recurring,
+    tasks,
+    workers,
+)
 
 app_name = "later_django"
 
 
 def _staff(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """A staff page (``admin.site.admin_view``) that names missing migrations."""
-    return admin.site.admin_view(views.answering_missing_tables(view))
+    return admin.site.admin_view(pages.answering_missing_tables(view))
 
 
 urlpatterns = [
-    path("", _staff(views.dashboard), name="dashboard"),
-    path("jobs/<str:stage>/", _staff(views.job_list), name="job_list"),
-    path("jobs/<str:stage>/bulk/", _staff(views.job_bulk), name="job_bulk"),
-    path("job/<str:job_id>/", _staff(views.job_detail), name="job_detail"),
-    path("job/<str:job_id>/retry/", _staff(views.retry_job), name="job_retry"),
-    path("job/<str:job_id>/run-now/", _staff(views.run_job_now), name="job_run_now"),
-    path("job/<str:job_id>/delete/", _staff(views.delete_job), name="job_delete"),
-    path("job/<str:job_id>/cancel/", _staff(views.cancel_job), name="job_cancel"),
-    path("queues/", _staff(views.queue_list), name="queue_list"),
-    path("queues/pause/", _staff(views.pause_queue_view), name="queue_pause"),
-    path("queues/resume/", _staff(views.resume_queue_view), name="queue_resume"),
-    path("workers/", _staff(views.worker_list), name="worker_list"),
-    path("recurring/", _staff(views.recurring_list), name="recurring_list"),
-    path("recurring/disable/", _staff(views.recurring_disable), name="recurring_disable"),
-    path("recurring/enable/", _staff(views.recurring_enable), name="recurring_enable"),
-    path("recurring/run-now/", _staff(views.recurring_run_now), name="recurring_run_now"),
+    path("", _staff(panels.dashboard), name="dashboard"),
+    path("jobs/<str:stage>/", _staff(job_list_views.job_list), name="job_list"),
+    path("jobs/<str:stage>/bulk/", _staff(job_list_views.job_bulk), name="job_bulk"),
+    path("job/<str:job_id>/", _staff(job_views.job_detail), name="job_detail"),
+    path("job/<str:job_id>/retry/", _staff(job_views.retry_job), name="job_retry"),
+    path("job/<str:job_id>/run-now/", _staff(job_views.run_job_now), name="job_run_now"),
+    path("job/<str:job_id>/delete/", _staff(job_views.delete_job), name="job_delete"),
+    path("job/<str:job_id>/cancel/", _staff(job_views.cancel_job), name="job_cancel"),
+    path("queues/", _staff(queues.queue_list), name="queue_list"),
+    path("queues/pause/", _staff(queues.pause_queue_view), name="queue_pause"),
+    path("queues/resume/", _staff(queues.resume_queue_view), name="queue_resume"),
+    path("workers/", _staff(workers.worker_list), name="worker_list"),
+    path("recurring/", _staff(recurring.recurring_list), name="recurring_list"),
+    path("recurring/disable/", _staff(recurring.recurring_disable), name="recurring_disable"),
+    path("recurring/enable/", _staff(recurring.recurring_enable), name="recurring_enable"),
+    path("recurring/run-now/", _staff(recurring.recurring_run_now), name="recurring_run_now"),
     path(
         "partitions/<str:topic>/<int:partition_id>/",
-        _staff(views.partition_list),
+        _staff(job_list_views.partition_list),
         name="partition_list",
     ),
     path("tasks/", _staff(tasks.task_list), name="task_list"),

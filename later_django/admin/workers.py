@@ -1,9 +1,9 @@
-"""What the workers page shows: each live worker process and the jobs it runs now.
+"""The workers page: each live worker process and the jobs it runs now.
 
 Three reads, each bounded by a small table or a limit, none by the number of jobs:
 
 * the live workers: ``later_worker`` rows whose heartbeat is under
-  :data:`~later_django.overview.LIVE_WORKER_MS` old (one row per worker process);
+  :data:`~later_django.overview.queues.LIVE_WORKER_MS` old (one row per worker process);
 * their execution leases (``later_job_execution``: one row per running job), the
   oldest start first, at most :data:`RUNNING_SHOWN` (+1 to know whether more run);
 * the task paths: the records of those jobs, by key, in one statement
@@ -15,10 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+
+from later_django.admin.pages import render_page
 from later_django.admin.units import human_age, when
 from later_django.core import clock
 from later_django.engine.record_reads import read_records_and_errors
-from later_django.overview import LIVE_WORKER_MS, resolve_target
+from later_django.overview.queues import LIVE_WORKER_MS
+from later_django.overview.target import resolve_target
 from later_django.storage.execution import RunningExecution
 from later_django.storage.stores import stores_for
 
@@ -130,4 +135,20 @@ def _job_row(
         started_at=when(lease.started_at_ms),
         running_for=human_age(now_ms, lease.started_at_ms),
         lease_lapsed=lease.lease_until_ms <= now_ms,
+    )
+
+
+def worker_list(request: HttpRequest) -> TemplateResponse:
+    """Every live worker process and the jobs it runs now (task, attempt, running for).
+
+    Bounded: the live ``later_worker`` rows (one per process), their execution leases
+    (``later_job_execution``, one row per running job) at most
+    :data:`~later_django.admin.workers.RUNNING_SHOWN` over all workers, and those jobs'
+    records read by key in one statement (:mod:`later_django.admin.workers`)."""
+    return render_page(
+        request,
+        "later_django/worker_list.html",
+        "Workers",
+        later_page="workers",
+        workers=worker_page(),
     )

@@ -1,6 +1,6 @@
 """The metrics view's figures as Prometheus families, one overview per namespace.
 
-:func:`render` reads one :class:`~later_django.overview.Overview` per namespace
+:func:`render` reads one :class:`~later_django.overview.figures.Overview` per namespace
 (about a dozen bounded statements each) and writes the text exposition format.
 Every family of :data:`~later_django.core.metric_names.VIEW_METRICS` is present
 in the output, with no sample where nothing exists (a namespace with no topic
@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from later_django.core.metric_names import VIEW_METRICS, MetricName
-from later_django.overview import Overview, read_overview
+from later_django.overview.figures import Overview
+from later_django.overview.snapshot import read_overview
 
 try:
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest

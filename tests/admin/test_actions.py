@@ -11,7 +11,7 @@ from later_django.core.keys import children_key, due_key, job_key
 from later_django.core.records import decode_record, encode_record
 from later_django.engine.job_actions import one_job
 from later_django.exceptions import ActionRefused
-from later_django.overview import read_overview
+from later_django.overview.snapshot import read_overview
 from later_django.storage.stores import stores_for
 from tests.admin.support import seed_jobs
 from tests.engine.support import result, run_burst

@@ -17,7 +17,7 @@ from later_django.core.clock import now_ms
 from later_django.core.topics import RECURRING_TOPIC, RECURRING_TOPIC_PARTITIONS
 from later_django.engine import metrics
 from later_django.engine.topics import register_topic
-from later_django.overview import read_overview
+from later_django.overview.snapshot import read_overview
 from later_django.storage.stores import stores_for
 from later_django.storage.types import WorkerRow
 from tests.engine import tasks

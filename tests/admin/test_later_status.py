@@ -14,7 +14,8 @@ from django.core.management import CommandError, call_command
 
 from later_django.core.clock import now_ms
 from later_django.management.commands.later_status import EXIT_READY_TOO_OLD, EXIT_TOO_FEW_WORKERS
-from later_django.overview import STAGES, read_overview
+from later_django.overview.figures import STAGES
+from later_django.overview.snapshot import read_overview
 from later_django.storage.stores import stores_for
 from later_django.storage.types import WorkerRow
 from tests.admin.support import seed_jobs

@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from later_django.core.keys import job_key
-from later_django.overview import STAGES
+from later_django.overview.figures import STAGES
 from later_django.storage.stores import stores_for
 from tests.admin.support import SCRIPT, seed_jobs
 
@@ -71,6 +71,26 @@ def test_the_admin_index_is_the_admin_tools_dashboard_with_the_later_panels(
     for panel in PANEL_IDS:
         assert f'id="{panel}"' in html, panel
     assert stage_count(html, "success") == "3"
+
+
+def test_the_admin_index_links_every_operator_page_once_above_the_stages(
+    manager_client: Client, later_db: str
+) -> None:
+    html = manager_client.get(reverse("admin:index")).content.decode()
+    rows = re.findall(r'<nav class="later-index-links"[^>]*>(.*?)</nav>', html, re.S)
+    assert len(rows) == 1, "one links row, not one per panel"
+    # The row opens the Stages module, right above its panel.
+    module_start = r'</nav>\s*<div class="later-module-content">\s*'
+    assert re.search(module_start + r'<section [^>]*"later-panel-stages"', html)
+    links = re.findall(r'<a href="([^"]+)">([^<]+)</a>', rows[0])
+    assert links == [
+        (reverse("later_django:dashboard"), "Dashboard"),
+        (reverse("later_django:failure_list"), "Failures"),
+        (reverse("later_django:queue_list"), "Queues"),
+        (reverse("later_django:worker_list"), "Workers"),
+        (reverse("later_django:task_list"), "Tasks"),
+        (reverse("later_django:recurring_list"), "Recurring"),
+    ]
 
 
 def test_the_throughput_panel_counts_the_moves_of_the_last_minute(

@@ -14,7 +14,7 @@ from django.utils import timezone
 from later_django.api import enqueue_to_partition, schedule_recurring
 from later_django.core.topics import partition_for_key
 from later_django.engine.topics import register_topic
-from later_django.overview import read_overview
+from later_django.overview.snapshot import read_overview
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 

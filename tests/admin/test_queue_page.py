@@ -247,7 +247,7 @@ def test_queue_names_and_pausers_are_escaped(manager_client: Client, later_db: s
     html = manager_client.get(QUEUES_URL).content.decode()
     assert "<i>mallory</i>" not in html
     assert cells(html, "other")["later-paused-by"] == "&lt;i&gt;mallory&lt;/i&gt;"
-    # A queue listed only for its attempts of the hour has its name escaped too.
+    # Its attempts of the hour are escaped with it.
     stores_for(later_db).metrics.record_batch(
         "default",
         JobIndexMetricsBatch(
@@ -257,7 +257,9 @@ def test_queue_names_and_pausers_are_escaped(manager_client: Client, later_db: s
     html = manager_client.get(QUEUES_URL).content.decode()
     assert name not in html
     assert cells(html, "&lt;b&gt;bold&lt;/b&gt;")["later-done-hour"] == "2"
+    # A queue listed for the jobs a live worker runs from it has its name escaped too.
     busy = "<i>busy</i>"
+    beat(later_db, "vm:11553:YRACdZ", {busy: 1})
     stores_for(later_db).metrics.record_batch(
         "default",
         JobIndexMetricsBatch(
@@ -267,6 +269,7 @@ def test_queue_names_and_pausers_are_escaped(manager_client: Client, later_db: s
     html = manager_client.get(QUEUES_URL).content.decode()
     assert busy not in html
     assert cells(html, "&lt;i&gt;busy&lt;/i&gt;")["later-failing-hour"] == "4"
+    assert cells(html, "&lt;i&gt;busy&lt;/i&gt;")["later-running"] == "1"
     # The hidden field carries the name back exactly: Resume resumes that queue.
     assert 'value="&lt;b&gt;bold&lt;/b&gt;"' in html
     manager_client.post(reverse("later_django:queue_resume"), {"queue": name})

@@ -25,7 +25,7 @@ from later_django.core.records import decode_record
 from later_django.engine import cancellation
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import JobCancelled, class_path
-from later_django.overview import read_overview
+from later_django.overview.snapshot import read_overview
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import result, run_burst, run_until_finished

@@ -17,7 +17,7 @@ from django.test import override_settings
 from later_django import api
 from later_django.core.clock import now_ms
 from later_django.management.commands.later_status import health_problems
-from later_django.overview import read_overview
+from later_django.overview.snapshot import read_overview
 from later_django.storage.stores import stores_for
 from later_django.worker.claim_queues import NOTHING, ClaimQueues
 
@@ -187,7 +187,8 @@ def test_status_lists_paused_queues_and_their_jobs_do_not_fail_the_health_check(
 
     overview = read_overview()
     shown = {queue.queue_name: queue for queue in overview.queues}
-    assert sorted(shown) == ["emails", "never-used"]
+    # The configured queues of tests.settings' TASKS, and the paused one never used.
+    assert sorted(shown) == ["default", "emails", "never-used", "reports"]
     assert shown["emails"].ready == 2 and shown["emails"].paused_at_ms is not None
     assert shown["emails"].oldest_ready_age_ms >= 3_600_000
     assert overview.oldest_ready_age_ms is None

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from later_django.compat.tasks import TaskResultDoesNotExist, TaskResultStatus
-from later_django.overview import STAGES
+from later_django.overview.figures import STAGES
 from tests.pgbouncer.conftest import start_pooled_worker
 from tests.worker import tasks
 from tests.worker.test_worker_process import (

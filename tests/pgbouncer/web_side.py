@@ -121,7 +121,7 @@ def admin(delayed: str) -> dict[str, Any]:
     from django.test.utils import setup_test_environment
     from django.urls import reverse
 
-    from later_django.overview import STAGES
+    from later_django.overview.figures import STAGES
     from tests.admin.conftest import _user
 
     setup_test_environment()  # the test client's host, "testserver", is allowed

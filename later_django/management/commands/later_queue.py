@@ -3,9 +3,12 @@
 ``pause NAME [NAME ...]`` stops every worker of the namespace, on every host,
 from claiming those queues' messages within half a second; jobs already running
 finish and enqueues still succeed. ``resume NAME [NAME ...]`` lets them claim
-again (and wakes idle workers). ``list`` shows each queue with messages or a
-pause: ready messages, the oldest one's age, and since when and by whom it is
-paused (``--json``: the same as one JSON object). The pause is stored in the
+again (and wakes idle workers). ``list`` shows each queue of the namespace, the
+same set as the admin's queues page, ``later_status`` and the metrics view
+(:mod:`later_django.overview.queues`: the configured queues, idle ones included,
+and every queue with messages, a pause or running jobs): ready messages, the
+oldest one's age, and since when and by whom it is paused (``--json``: the same
+as one JSON object). The pause is stored in the
 database: it survives restarts of workers and of the database. Exit status 1
 for an invalid name.
 """
@@ -28,7 +31,7 @@ from later_django.management.common import (
     text_table,
     utc_time,
 )
-from later_django.overview import read_overview
+from later_django.overview.queues import read_queues
 from later_django.storage.tables import naming_missing_tables
 
 
@@ -74,7 +77,8 @@ class Command(BaseCommand):
         return "\n".join(lines)
 
     def _listing(self, as_json: bool) -> str:
-        overview = read_overview()
+        namespace = later_settings().namespace
+        figures, _ = read_queues(namespace=namespace)
         if as_json:
             queues = [
                 {
@@ -85,11 +89,14 @@ class Command(BaseCommand):
                     "paused_at_ms": queue.paused_at_ms,
                     "paused_by": queue.paused_by,
                 }
-                for queue in overview.queues
+                for queue in figures
             ]
-            return json.dumps({"namespace": overview.namespace, "queues": queues}, sort_keys=True)
-        if not overview.queues:
-            return f"no queue of namespace {overview.namespace!r} has messages or a pause"
+            return json.dumps({"namespace": namespace, "queues": queues}, sort_keys=True)
+        if not figures:
+            return (
+                f"namespace {namespace!r} has no configured queue and no queue with "
+                "messages, a pause or running jobs"
+            )
         rows = [
             [
                 queue.queue_name,
@@ -99,7 +106,7 @@ class Command(BaseCommand):
                 utc_time(queue.paused_at_ms),
                 queue.paused_by or "-",
             ]
-            for queue in overview.queues
+            for queue in figures
         ]
         headers = ["queue", "ready", "oldest ready (s)", "state", "paused since", "paused by"]
         return "\n".join(text_table(headers, rows))

@@ -1,6 +1,6 @@
 """``manage.py later_status``: jobs per stage, queues, workers, partitions, recurring jobs.
 
-The figures are :func:`later_django.overview.read_overview`'s, the same as the
+The figures are :func:`later_django.overview.snapshot.read_overview`'s, the same as the
 dashboard's. ``--json`` prints them as one JSON object. ``--check`` makes the
 command a readiness check (a container's ``HEALTHCHECK``, a Kubernetes readiness
 probe): each failed threshold is named on stderr, and the exit status says which
@@ -29,13 +29,10 @@ from later_django.management.common import (
     text_table,
     utc_time,
 )
-from later_django.overview import (
-    LIVE_WORKER_MS,
-    Overview,
-    TopicFigure,
-    read_overview,
-    resolve_target,
-)
+from later_django.overview.figures import Overview, TopicFigure
+from later_django.overview.queues import LIVE_WORKER_MS
+from later_django.overview.snapshot import read_overview
+from later_django.overview.target import resolve_target
 from later_django.storage.tables import naming_missing_tables
 
 DEFAULT_MAX_AGE_SECONDS = 300.0

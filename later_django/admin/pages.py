@@ -1,0 +1,104 @@
+"""What every dashboard page shares: the admin's context, the permission and the
+confirmation rule of the actions, and the answer while the tables are missing.
+
+Every view runs through ``admin.site.admin_view``: only active staff users
+see them (others are sent to the admin login), responses are never cached,
+and POSTs are CSRF-checked. The actions are POST only and additionally need
+the permission ``later_django.manage_jobs`` (:func:`require_manage`); without it
+they answer 403. The destructive ones (cancel, delete, and every bulk action)
+first show a confirmation page (GET, the same permission), and the delete's and
+the bulk actions' POST must carry ``confirm=yes`` (:func:`confirmation_page`).
+
+The pages' views live next to their pages: :mod:`~later_django.admin.panels` (the
+dashboard), :mod:`~later_django.admin.job_list_views` (job lists, search, bulk
+actions, a partition's jobs), :mod:`~later_django.admin.job_views` (one job and its
+buttons), :mod:`~later_django.admin.queues`, :mod:`~later_django.admin.workers`,
+:mod:`~later_django.admin.recurring` and :mod:`~later_django.admin.tasks`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from later_django.exceptions import TablesMissing
+from later_django.overview.figures import STAGES
+from later_django.overview.target import resolve_target
+from later_django.storage.tables import naming_missing_tables
+
+MANAGE_PERMISSION = "later_django.manage_jobs"
+#: The field (and value) a delete's POST must carry: the confirmation page's button.
+CONFIRM_FIELD, CONFIRM_VALUE = "confirm", "yes"
+#: The answer to a delete POST without the confirmation (the page is shown again).
+UNCONFIRMED_STATUS = 400
+#: The answer of every page while later_django's tables are missing.
+TABLES_MISSING_STATUS = 503
+
+
+def answering_missing_tables(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """``view``, answering 503 with "later_django's tables are missing: run manage.py
+    migrate" (text) when its reads meet a database that was not migrated."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        using, _ = resolve_target(None, None)
+        try:
+            with naming_missing_tables(using):
+                return view(request, *args, **kwargs)
+        except TablesMissing as error:
+            return HttpResponse(
+                str(error), status=TABLES_MISSING_STATUS, content_type="text/plain; charset=utf-8"
+            )
+
+    return wrapped
+
+
+def render_page(request: HttpRequest, template: str, title: str, **extra: Any) -> TemplateResponse:
+    """A dashboard page: the admin's context, the stages, whether the user may manage
+    jobs, and ``extra``."""
+    context = {
+        **admin.site.each_context(request),
+        "title": title,
+        "stages": STAGES,
+        "can_manage": request.user.has_perm(MANAGE_PERMISSION),
+        **extra,
+    }
+    return TemplateResponse(request, template, context)
+
+
+def confirmation_page(
+    request: HttpRequest, template: str, title: str, **extra: Any
+) -> TemplateResponse:
+    """The confirmation page of a destructive or bulk action: its form posts
+    ``confirm=yes``. Shown for a GET, and for a POST without that field with status
+    400 ("nothing was done"), so a one-click form or a forged POST changes nothing."""
+    response = render_page(
+        request,
+        template,
+        title,
+        unconfirmed=request.method == "POST",
+        confirm_field=CONFIRM_FIELD,
+        confirm_value=CONFIRM_VALUE,
+        **extra,
+    )
+    if request.method == "POST":
+        response.status_code = UNCONFIRMED_STATUS
+    return response
+
+
+def require_manage(request: HttpRequest) -> None:
+    """PermissionDenied (403) unless the user may change jobs and queues."""
+    if not request.user.has_perm(MANAGE_PERMISSION):
+        raise PermissionDenied(f"changing jobs needs the permission {MANAGE_PERMISSION}")
+
+
+def detail_url(job_id: str) -> str:
+    """The URL of the page of job ``job_id``."""
+    return reverse("later_django:job_detail", args=[job_id])
