@@ -6,7 +6,7 @@ PY          := $(VENV)/bin/python
 PYTHON_FIND := bin/find-python
 SRC         := later_django tests example_project bench chaos
 
-.PHONY: venv test test-sqlite test-postgres lint format demo clean chaos chaos-long chaos-soak \
+.PHONY: venv test test-quick test-slow lint format demo clean chaos chaos-long chaos-soak \
 	build matrix
 
 $(VENV)/.installed: pyproject.toml
@@ -23,11 +23,21 @@ venv: $(VENV)/.installed
 # and PostgreSQL; tests/conftest.py prints both databases in the header and the
 # cases run on each at the end (pytest's own summary stays the last line).
 # TEST_PROCESSES pytest-xdist workers (each with its own test databases), a test file
-# to a worker; serially: make test TEST_PROCESSES=0 (docs/testing.md).
+# to a worker, the slow files first (tests/lanes.py); the 25 slowest tests are printed
+# so growth shows. Serially: make test TEST_PROCESSES=0 (docs/testing.md).
 TEST_PROCESSES ?= 2
+PYTEST_XDIST   = -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 
 test: lint
-	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile
+	$(PY) -m pytest $(PYTEST_XDIST) --durations=25
+
+# The lanes (tests/lanes.py): the inner loop without the real processes, the browser
+# and the big seeds (about a third of the time), and those alone.
+test-quick: venv
+	$(PY) -m pytest $(PYTEST_XDIST) -m "not slow"
+
+test-slow: venv
+	$(PY) -m pytest $(PYTEST_XDIST) -m slow
 
 # ruff, then the shape: import-linter's contracts (one-way layers, no circles, core free
 # of Django, vendor libraries only in the drivers) and mypy (strict on core/, engine/ and

@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from tests import lanes
+from tests.lanes import pytest_collection_modifyitems  # noqa: F401  (a hook: the lanes' order)
+
 ALIASES = {"sqlite": "default", "postgres": "postgres"}
 #: The user property naming the database a test ran on ("sqlite"/"postgres"), for the
 #: summary; a property travels with the report from an xdist worker to the controller.
@@ -33,6 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
     reset to the default in a child, so Python's own handler restores that."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    lanes.pytest_configure(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
