@@ -26,6 +26,8 @@ from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.apps import apps
+from django.core import checks
 from django.db import DatabaseError, transaction
 
 from later_django.compat.tasks import (
@@ -62,6 +64,25 @@ class LaterBackend(BaseTaskBackend):
     supports_async_task = True
     supports_get_result = True
     supports_priority = True
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        """Django's backend checks, and later_django.E018: the backend is configured
+        but ``later_django`` is not in ``INSTALLED_APPS`` (no tables, no worker
+        command, no admin). Here, not in the app's checks: django.tasks runs every
+        configured backend's ``check()``, while the app's checks are registered by
+        its ``ready()``, which never runs for an app that is not installed."""
+        found = list(super().check(**kwargs))
+        if not apps.is_installed("later_django"):
+            found.append(
+                checks.Error(
+                    f"TASKS[{self.alias!r}] uses later_django.backend.LaterBackend, but "
+                    "'later_django' is not in INSTALLED_APPS: its tables are never "
+                    "migrated, and manage.py has no later_worker to run the jobs.",
+                    hint="Add 'later_django' to INSTALLED_APPS, then run manage.py migrate.",
+                    id="later_django.E018",
+                )
+            )
+        return found
 
     @property
     def any_queue(self) -> bool:

@@ -8,6 +8,7 @@ import django
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from later_django.checks import check_admin_tools_order, check_later_settings, check_sqlite_options
@@ -152,3 +153,23 @@ def test_admin_tools_listed_before_later_django_is_an_error_saying_to_reorder(
     assert "'admin_tools.dashboard' before 'later_django'" in found[0][1]
     assert "list 'later_django' first" in found[0][1]
     assert check_admin_tools_order() == []  # the suite's own order: later_django first
+
+
+def test_the_backend_without_later_django_installed_is_an_error_naming_the_fix(
+    settings,
+) -> None:
+    """django.tasks runs each configured backend's ``check()``; the app's own checks are
+    never registered when the app is not installed, so the backend reports it."""
+    from later_django.compat.tasks import task_backends
+
+    without = [app for app in settings.INSTALLED_APPS if app != "later_django"]
+    with override_settings(INSTALLED_APPS=without):
+        with pytest.raises(SystemCheckError) as raised:
+            plain_check_output()
+        [problem] = [m for m in task_backends["default"].check() if m.id == "later_django.E018"]
+    output = str(raised.value)
+    assert "later_django.E018" in output
+    assert "'later_django' is not in INSTALLED_APPS" in output
+    assert "TASKS['default'] uses later_django.backend.LaterBackend" in problem.msg
+    assert problem.hint == "Add 'later_django' to INSTALLED_APPS, then run manage.py migrate."
+    assert task_backends["default"].check() == []  # installed again: nothing to say

@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -16,6 +17,7 @@ from django.apps import apps
 
 from tests.browser.example_site import (
     Browserless,
+    example_environment,
     free_port,
     poll,
     stop,
@@ -275,3 +277,66 @@ def test_the_demo_seeds_and_runs_jobs_on_postgresql(postgres_alias: str) -> None
         "delayed": 1, "waiting": 0, "enqueued": 7, "running": 0, "requeued": 0,
         "success": 6, "failed": 2,
     }  # fmt: skip
+
+
+REPORT_JOB = """
+import json
+from demo import actions, tasks
+from later_django.engine.registry import resolve_task
+registered = resolve_task("demo.tasks.long_report") is tasks.long_report
+defaults = [tasks.REPORT_STEPS, tasks.REPORT_STEP_SECONDS]
+# Ten minutes of 0.1 s steps: only a cancel ends it within this test.
+job = tasks.long_report.enqueue(6000, 0.1)
+print(json.dumps([registered, "report" in actions.ACTIONS, defaults, job.id]))
+"""
+
+REPORT_STATE = """
+import json
+from later_django.compat.tasks import default_task_backend
+result = default_task_backend.get_result({job_id!r})
+last = result.errors[-1].exception_class_path if result.errors else None
+print(json.dumps([result.status.name, last]))
+"""
+
+
+def report_state(database: Path, job_id: str) -> tuple[str, str | None]:
+    shown = example_manage(database, "shell", "-c", REPORT_STATE.format(job_id=job_id))
+    status, last_error = json.loads(shown.stdout.strip().splitlines()[-1])
+    return status, last_error
+
+
+def test_the_demo_report_runs_long_and_stops_when_cancelled_on_a_real_worker(
+    tmp_path: Path,
+) -> None:
+    """The demo's task to try Cancel… on: registered, on the page's buttons, a minute
+    long by default, and a real worker records it cancelled soon after the request."""
+    database = tmp_path / "demo.sqlite3"
+    example_manage(database, "migrate", "--verbosity", "0")
+    made = example_manage(database, "shell", "-c", REPORT_JOB)
+    registered, has_button, defaults, job_id = json.loads(made.stdout.strip().splitlines()[-1])
+    log = tmp_path / "worker.log"
+    with log.open("w") as output:
+        worker = subprocess.Popen(
+            [sys.executable, str(MANAGE), "later_worker", "--concurrency", "1"],
+            env=example_environment(database),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        poll(lambda: report_state(database, job_id)[0] == "RUNNING", "the report starts")
+        cancel = f"from later_django import api; print(api.cancel({job_id!r}))"
+        asked = example_manage(database, "shell", "-c", cancel)
+        asked_at = time.monotonic()
+        final = poll(
+            lambda: (state := report_state(database, job_id))[0] != "RUNNING" and state,
+            "the cancelled report stops",
+        )
+        stopped_after = time.monotonic() - asked_at
+    finally:
+        worker_exit = stop(worker, signal.SIGTERM)
+    assert [registered, has_button, defaults] == [True, True, [60, 1.0]]
+    assert asked.stdout.strip().splitlines()[-1] == "requested"
+    assert final == ("FAILED", "later_django.exceptions.JobCancelled")
+    assert stopped_after < 30, "stopped by the cancel, not by running out of steps"
+    assert worker_exit == 0, log.read_text()

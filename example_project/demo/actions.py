@@ -76,6 +76,17 @@ def enqueue_orders() -> str:
     return f"Enqueued {len(results)} order jobs on topic '{ORDERS_TOPIC}', keyed by customer."
 
 
+def enqueue_report() -> str:
+    """A ``long_report`` job: about a minute of running, to cancel from its admin page."""
+    with transaction.atomic(using=later_settings().database):
+        result = tasks.long_report.enqueue()
+        _remember("long report", [result])
+    return (
+        f"Enqueued a report of {tasks.REPORT_STEPS} one-second steps: {result.id}. "
+        "Open it under Recent jobs and press Cancel… while it runs."
+    )
+
+
 def orders(count: int) -> list[tuple[int, str]]:
     """``count`` orders ``(number, customer)``, the customers taken in turn."""
     return [(number, CUSTOMERS[number % len(CUSTOMERS)]) for number in range(1, count + 1)]
@@ -87,4 +98,5 @@ ACTIONS: dict[str, Callable[[], str]] = {
     "flaky": enqueue_flaky,
     "burst": enqueue_burst,
     "orders": enqueue_orders,
+    "report": enqueue_report,
 }

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import time
 
+from later_django.api import check_cancelled
 from later_django.compat.tasks import TaskContext, task
 
 #: Seconds each chain step and order job pretends to work, so stages are visible.
 STEP_SECONDS = 0.5
+#: The long report's steps and the seconds each takes: about a minute of running, long
+#: enough to open the job in the admin and press Cancel… while it runs.
+REPORT_STEPS = 60
+REPORT_STEP_SECONDS = 1.0
 
 
 class DemoFailure(RuntimeError):
@@ -62,3 +67,14 @@ def process_order(order_id: int, customer: str) -> str:
 def heartbeat() -> str:
     """The recurring job (``LATER["RECURRING"]["demo-heartbeat"]``, every minute)."""
     return "alive"
+
+
+@task
+def long_report(steps: int = REPORT_STEPS, step_seconds: float = REPORT_STEP_SECONDS) -> str:
+    """A report of ``steps`` steps of ``step_seconds`` each that checks for a cancel
+    before every step: ``check_cancelled()`` raises ``JobCancelled`` once Cancel… was
+    pressed on the running job, and the job ends ``cancelled`` within about a step."""
+    for _ in range(steps):
+        check_cancelled()
+        time.sleep(step_seconds)
+    return f"report of {steps} steps done"

@@ -140,13 +140,15 @@ WORKER_METRICS: tuple[MetricName, ...] = (
         "later_job_wait_seconds",
         "histogram",
         ("queue",),
-        "How long each job waited from ready to started.",
+        "How long each attempt waited, from ready to its start: a retried job counts once "
+        "per attempt (its retry is ready when due).",
     ),
     MetricName(
         "later_claimed_jobs",
         "counter",
         ("queue",),
-        "Jobs this worker claimed and started (queue messages and partition heads).",
+        "Attempts this worker claimed and started (queue messages and partition heads): "
+        "a retried job counts once per attempt.",
     ),
     MetricName(
         "later_lease_losses",

@@ -3,6 +3,9 @@
 Checked at enqueue, before anything is written, so a bad value never reaches
 the database, and by the worker on what a task returns; the error names where
 the value sits, the value, its type, and says it is not JSON serializable.
+A value or dict key of a type JSON cannot hold starts its message with Django's
+own phrase :data:`UNSUPPORTED` (what ``django.tasks`` raises for it), so code
+and tests written against Django's message keep working.
 """
 
 from __future__ import annotations
@@ -16,6 +19,10 @@ RULE = (
     "task arguments and return values must be JSON-compatible "
     "(None, bool, int, finite float, str, list, dict with str keys)"
 )
+
+
+#: Django's phrase for a type ``django.tasks`` cannot store (``normalize_json``).
+UNSUPPORTED = "Unsupported type"
 
 
 #: The types :func:`_plain` passes as they are (exactly these: a subclass, e.g. an
@@ -90,7 +97,7 @@ def _checked(value: Any, where: str) -> Any:
             return _mapping(value, where)
         case _:
             raise TypeError(
-                f"{where} is {value!r} of type {type(value).__module__}."
+                f"{UNSUPPORTED}: {where} is {value!r} of type {type(value).__module__}."
                 f"{type(value).__qualname__}, which is not JSON serializable; {RULE}"
             )
 
@@ -101,7 +108,7 @@ def _mapping(value: Mapping[Any, Any], where: str) -> dict[str, Any]:
     for key, item in value.items():
         if not isinstance(key, str):
             raise TypeError(
-                f"{where} has the key {key!r} of type {type(key).__name__}; "
+                f"{UNSUPPORTED}: {where} has the key {key!r} of type {type(key).__name__}; "
                 "task arguments must be JSON-compatible (dict keys are strings)"
             )
         result[key] = _checked(item, f"{where}[{key!r}]")

@@ -29,7 +29,8 @@ def promote_due(
     """Moves up to ``limit`` jobs due by ``due_by_ms`` (default: now) to ``enqueued``
     in one transaction; returns how many schedule entries it consumed (entries
     whose job is gone or no longer delayed/requeued are just removed). The moves
-    are dated now whatever ``due_by_ms`` is."""
+    are dated now whatever ``due_by_ms`` is; the jobs are published in due order,
+    so among equal priorities the one due first is claimed first."""
     now = now_ms()
     start, stop = due_scan_bounds(namespace, now if due_by_ms is None else due_by_ms)
     with transaction.atomic(using=stores.using):
@@ -42,8 +43,13 @@ def promote_due(
         writes = JobWrites(namespace)
         for key in keys:
             writes.add(Delete(key))
-        for record in records.values():
-            if record.stage in (stages.DELAYED, stages.REQUEUED):
+        # Published in due order (the keys' order: due time, then job id), not in
+        # the records' (read in key order, which is job id order): a job's queue
+        # sequence orders it among its priority, so an earlier ``run_after`` runs
+        # first, as Django orders ready tasks (priority, then run_after).
+        for key in keys:
+            record = records.get(job_id_of_due_key(key))
+            if record is not None and record.stage in (stages.DELAYED, stages.REQUEUED):
                 moves.make_ready(writes, record, now)
         commit(writes, stores)
     return len(keys)

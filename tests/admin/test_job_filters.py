@@ -85,9 +85,12 @@ def test_the_failed_list_shows_queue_attempts_duration_error_and_created(
     for header in ("Task", "Queue", "Stage", "Attempts", "Run at", "Duration", "Error", "Created"):
         assert f"<th>{header}</th>" in html
     row = html.split(f"/job/{job_id}/", 1)[1].split("</tr>", 1)[0]
-    assert "<td>tests.engine.tasks.fail_once_without_retry</td><td>default</td>" in row
-    assert "<td>failed</td><td>1</td>" in row
-    assert re.search(r"<td>\d+(\.\d)? (ms|s)</td>", row), row
+    assert (
+        '<td class="later-task" data-label="Task">tests.engine.tasks.fail_once_without_retry'
+        '</td><td data-label="Queue">default</td>'
+    ) in row
+    assert '<td data-label="Stage">failed</td><td data-label="Attempts">1</td>' in row
+    assert re.search(r'<td data-label="Duration">\d+(\.\d)? (ms|s)</td>', row), row
     assert ">tests.engine.tasks.Boom: it broke</span>" in row
     assert "second line" not in row
 
@@ -99,7 +102,8 @@ def test_the_delayed_list_says_when_each_job_will_run(
     run_at = record_of(later_db, job_id).run_after_ms
     expected = timezone.localtime(datetime.fromtimestamp(run_at / 1000, tz=UTC))
     row = manager_client.get(list_url("delayed")).content.decode().split(f"/job/{job_id}/", 1)[1]
-    assert f"<td>{expected:%Y-%m-%d %H:%M:%S}</td>" in row.split("</tr>", 1)[0]
+    shown = f'<td data-label="Run at">{expected:%Y-%m-%d %H:%M:%S}</td>'
+    assert shown in row.split("</tr>", 1)[0]
 
 
 def test_the_page_reads_its_records_in_one_statement(manager_client: Client, later_db: str) -> None:

@@ -139,7 +139,7 @@ def test_enqueue_many_with_ids_only_returns_ids_and_sends_no_signal(engine_db: s
 
 def test_enqueue_many_with_ids_only_checks_every_call_first(engine_db: str) -> None:
     calls: list[tuple[tuple[object, ...], dict[str, object]]] = [((1, 1), {}), ((object(), 1), {})]
-    with pytest.raises(TypeError, match=r"enqueue_many call 1: args\[0\]"):
+    with pytest.raises(TypeError, match=r"enqueue_many call 1: Unsupported type: args\[0\]"):
         enqueue_many(tasks.add, calls, ids_only=True)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="enqueue_many call 0 must be an"):
         enqueue_many(tasks.add, [(1, 2, 3)], ids_only=True)  # type: ignore[list-item]

@@ -6,6 +6,7 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connections, transaction
 
 from later_django.api import enqueue_many
@@ -60,6 +61,21 @@ def test_a_non_json_keyword_argument_or_nested_value_is_refused_naming_where_it_
         tasks.add.enqueue(1, {3: "int key"})
     assert "args[1]" in str(raised.value)
     assert "key 3" in str(raised.value)
+    assert row_counts(engine_db) == no_rows()
+
+
+def test_an_unstorable_argument_message_contains_djangos_unsupported_type_phrase(
+    engine_db: str,
+) -> None:
+    """Django's own tests (and code written against them) look for "Unsupported type"
+    in the message, from ``enqueue`` and ``aenqueue`` alike; a bad dict key says it too."""
+    with pytest.raises(TypeError, match="Unsupported type") as raised:
+        tasks.add.enqueue(1, dt.datetime.now())
+    assert "args[1] is datetime.datetime(" in str(raised.value)
+    with pytest.raises(TypeError, match="Unsupported type"):
+        async_to_sync(tasks.add.aenqueue)(1, dt.datetime.now())
+    with pytest.raises(TypeError, match="Unsupported type"):
+        tasks.add.enqueue(1, {3: "int key"})
     assert row_counts(engine_db) == no_rows()
 
 

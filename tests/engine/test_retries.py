@@ -99,7 +99,8 @@ def test_a_retry_policy_is_fixed_at_the_first_failure(engine_db: str) -> None:
     [
         (
             failure_tasks.return_a_set,
-            "the return value is {1, 2} of type builtins.set, which is not JSON serializable",
+            "Unsupported type: the return value is {1, 2} of type builtins.set, "
+            "which is not JSON serializable",
         ),
         (
             failure_tasks.return_nan,

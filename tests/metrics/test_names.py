@@ -34,3 +34,18 @@ def test_counters_end_in_total_and_units_are_base_units() -> None:
         assert not metric.name.endswith("_total"), metric.name
         assert not re.search(r"_(ms|milliseconds|minutes|kb|mb)\b", metric.name), metric.name
         assert "job_id" not in metric.labels
+
+
+def test_each_rows_meaning_on_the_page_is_the_help_prometheus_shows() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    for metric in (*VIEW_METRICS, *WORKER_METRICS):
+        shown = metric.samples[0] if metric.kind == "counter" else metric.name
+        [row] = [line for line in text.splitlines() if line.startswith(f"| `{shown}` |")]
+        assert row.rsplit("|", 2)[-2].strip() == metric.help, metric.name
+
+
+def test_the_wait_histogram_and_the_claims_say_they_count_attempts() -> None:
+    """A retried job is observed once per attempt (28 waits for 25 jobs, 3 retried)."""
+    by_name = {metric.name: metric for metric in WORKER_METRICS}
+    for name in ("later_job_wait_seconds", "later_claimed_jobs"):
+        assert "attempt" in by_name[name].help, name
