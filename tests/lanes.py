@@ -49,6 +49,7 @@ SLOW = (
     "tests/pgbouncer/test_workers.py",
     "tests/browser/test_dashboard.py",
     "tests/browser/test_operator_clicks.py",
+    "tests/browser/test_job_page_style.py",
     "tests/pgbouncer/test_transaction_pooling.py",
     "tests/packaging/test_distributions.py",
 )
