@@ -4,8 +4,9 @@ Set ``ADMIN_TOOLS_INDEX_DASHBOARD = "later_django.admin.dashboard.LaterIndexDash
 Each panel is a :class:`LaterPanel` module rendering the same template as the
 plain page (``later_django/panels/*.html``, with the same context); the figures are read once per
 request (:func:`later_django.admin.panels.dashboard_context`). The first panel (Stages)
-opens with a row of links to the operator pages (:data:`PAGE_LINKS`), so each of them
-is one click from the admin index, where the admin login lands. The panels need
+opens with a row of links to the operator pages
+(:data:`~later_django.admin.pages.PAGES`), so each of them is one click from the admin
+index, where the admin login lands. The panels need
 no JavaScript; admin-tools' own script only adds dragging and collapsing.
 
 Importing this module needs ``admin_tools`` (and, on Django 6.x, the
@@ -20,6 +21,7 @@ from admin_tools.dashboard import Dashboard, modules
 from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 
+from later_django.admin.pages import page_links
 from later_django.admin.panels import dashboard_context
 
 #: (module id, title, panel template) in the order the dashboard shows them.
@@ -33,24 +35,6 @@ PANELS: tuple[tuple[str, str, str], ...] = (
     ("partitions", "Partitions", "later_django/panels/partitions.html"),
     ("recurring", "Recurring jobs", "later_django/panels/recurring.html"),
 )
-#: (label, URL name) of the operator pages the Stages panel links, in that order.
-PAGE_LINKS: tuple[tuple[str, str], ...] = (
-    ("Dashboard", "later_django:dashboard"),
-    ("Failures", "later_django:failure_list"),
-    ("Queues", "later_django:queue_list"),
-    ("Workers", "later_django:worker_list"),
-    ("Tasks", "later_django:task_list"),
-    ("Recurring", "later_django:recurring_list"),
-)
-
-
-def page_links() -> list[tuple[str, str]]:
-    """(label, URL) of :data:`PAGE_LINKS`; none when the project's URLs do not include
-    ``later_django.admin.urls`` (the panels still show)."""
-    try:
-        return [(label, reverse(name)) for label, name in PAGE_LINKS]
-    except NoReverseMatch:
-        return []
 
 
 class LaterPanel(modules.DashboardModule):
@@ -63,7 +47,7 @@ class LaterPanel(modules.DashboardModule):
         title: str,
         panel_template: str,
         *,
-        page_links: list[tuple[str, str]] | None = None,
+        page_links: list[tuple[str, str, str]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(title=title, **kwargs)

@@ -26,7 +26,7 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
 from later_django.exceptions import TablesMissing
 from later_django.overview.figures import STAGES
@@ -40,6 +40,26 @@ CONFIRM_FIELD, CONFIRM_VALUE = "confirm", "yes"
 UNCONFIRMED_STATUS = 400
 #: The answer of every page while later_django's tables are missing.
 TABLES_MISSING_STATUS = 503
+#: The operator pages, in the order they are linked: (key, label, URL name). The one
+#: list: every page's nav (``base.html``, the current page by its ``later_page`` key)
+#: and the admin index's links row (:mod:`~later_django.admin.dashboard`) read it.
+PAGES: tuple[tuple[str, str, str], ...] = (
+    ("dashboard", "Dashboard", "later_django:dashboard"),
+    ("failures", "Failures", "later_django:failure_list"),
+    ("queues", "Queues", "later_django:queue_list"),
+    ("workers", "Workers", "later_django:worker_list"),
+    ("tasks", "Tasks", "later_django:task_list"),
+    ("recurring", "Recurring", "later_django:recurring_list"),
+)
+
+
+def page_links() -> list[tuple[str, str, str]]:
+    """(key, label, URL) of :data:`PAGES`; none when the project's URLs do not include
+    ``later_django.admin.urls`` (the admin index's panels still show)."""
+    try:
+        return [(key, label, reverse(name)) for key, label, name in PAGES]
+    except NoReverseMatch:
+        return []
 
 
 def answering_missing_tables(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -68,6 +88,7 @@ def render_page(request: HttpRequest, template: str, title: str, **extra: Any) -
         "title": title,
         "stages": STAGES,
         "can_manage": request.user.has_perm(MANAGE_PERMISSION),
+        "later_pages": page_links(),
         **extra,
     }
     return TemplateResponse(request, template, context)

@@ -197,3 +197,29 @@ def test_non_staff_users_are_sent_to_the_login_page(later_db: str) -> None:
         response = client.get(url)
         assert response.status_code == 302, url
         assert reverse("admin:login") in response["Location"]
+
+
+@pytest.mark.parametrize(
+    "key,url_name",
+    [
+        ("dashboard", "later_django:dashboard"),
+        ("failures", "later_django:failure_list"),
+        ("queues", "later_django:queue_list"),
+        ("workers", "later_django:worker_list"),
+        ("tasks", "later_django:task_list"),
+        ("recurring", "later_django:recurring_list"),
+    ],
+)
+def test_every_operator_page_links_the_same_pages_as_the_admin_index_and_marks_itself(
+    manager_client: Client, later_db: str, key: str, url_name: str
+) -> None:
+    """One list of operator pages: each page's nav has the admin index's links, in
+    the same order, with exactly its own link marked current."""
+    index = manager_client.get(reverse("admin:index")).content.decode()
+    [row] = re.findall(r'<nav class="later-index-links"[^>]*>(.*?)</nav>', index, re.S)
+    index_links = re.findall(r'<a href="([^"]+)">([^<]+)</a>', row)
+    html = manager_client.get(reverse(url_name)).content.decode()
+    nav = html.split('class="later-page-nav"', 1)[1].split("</nav>", 1)[0]
+    links = re.findall(r'<a href="([^"]+)"( class="current")?>([^<]+)</a>', nav)
+    assert [(href, label) for href, _, label in links] == index_links
+    assert [href for href, current, _ in links if current] == [reverse(url_name)]
