@@ -25,7 +25,7 @@ venv: $(VENV)/.installed
 # TEST_PROCESSES pytest-xdist workers (each with its own test databases), a test file
 # to a worker, the slow files first (tests/lanes.py); the 25 slowest tests are printed
 # so growth shows. Serially: make test TEST_PROCESSES=0 (docs/testing.md).
-TEST_PROCESSES ?= 2
+TEST_PROCESSES ?= 4
 PYTEST_XDIST   = -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 
 test: lint
