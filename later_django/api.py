@@ -33,6 +33,7 @@ from later_django.engine.job_actions.selection import DEFAULT_BATCH_SIZE, BulkOu
 from later_django.engine.partitions import check_public_topic
 from later_django.engine.queue_pause import PausedQueue
 from later_django.engine.recurring import RecurringDefinition
+from later_django.engine.task_policy import unique_for
 from later_django.exceptions import (
     JobCancelled,
     ParentNotFound,
@@ -41,7 +42,6 @@ from later_django.exceptions import (
 )
 from later_django.logs import Consumer, LogRecord, RetainedLog, StaleLease, consumer, log
 from later_django.storage.stores import stores_for
-from later_django.tasks import unique_option
 from later_django.worker.task_calls import LaterTaskContext
 
 __all__ = [
@@ -265,11 +265,13 @@ def enqueue_unique(task: Task, key: str, /, *args: Any, **kwargs: Any) -> TaskRe
     """Enqueues ``task(*args, **kwargs)`` unless a job of ``task`` holding ``key`` is in one
     of the task's ``unique`` stages (default: the live stages); then it writes nothing
     and returns that job's result. The period and stages come from the task's
-    ``unique`` option when it has one (its own ``key`` is replaced by ``key``); without
-    one, the key is held while the job is live. Race-free: of concurrent enqueues of
+    ``unique`` option when it has one, else from its ``LATER["TASK_POLICIES"]``
+    policy's (their own ``key`` is replaced by ``key``); without either, the key is
+    held while the job is live. Race-free: of concurrent enqueues of
     one key, one job is written. Joins the caller's transaction like ``enqueue``."""
     backend = _later_backend(task)
-    option = unique_option(task) or DEFAULT_OPTION
+    policy = later_settings().task_policies.for_path(task.module_path)
+    option = unique_for(task, policy) or DEFAULT_OPTION
     given = dataclasses.replace(option, key=check_key(key, "enqueue_unique's key"))
     return backend.write_jobs([task], [backend.new_job(task, args, kwargs, unique=given)])[0]
 

@@ -47,10 +47,11 @@ from later_django.core.unique import UniqueOption
 from later_django.engine.enqueue import NewJob, enqueue_jobs
 from later_django.engine.registry import resolve_task
 from later_django.engine.results import task_result
+from later_django.engine.task_policy import routing, unique_for
 from later_django.exceptions import RecordDecodeError, UnregisteredTaskError
 from later_django.storage.stores import stores_for
 from later_django.storage.tables import raise_if_tables_missing
-from later_django.tasks import LaterTask, unique_option
+from later_django.tasks import LaterTask
 
 #: Makes one job of a task from (args, kwargs, parent job id, run_on).
 JobMaker = Callable[[Sequence[Any], dict[str, Any], str | None, str | None], NewJob]
@@ -116,7 +117,7 @@ class LaterBackend(BaseTaskBackend):
         (an argument that is not JSON-compatible), naming the value.
         """
         self.validate_task(task)
-        return self._job_of(task, unique)(args, kwargs, parent_job_id, run_on)
+        return self._job_of(task, unique)[0](args, kwargs, parent_job_id, run_on)
 
     def new_jobs(
         self, task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]
@@ -125,9 +126,9 @@ class LaterBackend(BaseTaskBackend):
         once (what ``enqueue_many`` writes). ``TypeError`` names the call's position
         (a call that is not an ``(args, kwargs)`` pair, or a value JSON cannot hold)."""
         self.validate_task(task)
-        job_of = self._job_of(task)
+        job_of, unique = self._job_of(task)
         # Without a unique option every job is the first with other arguments.
-        template = None if unique_option(task) is not None else job_of((), {}, None, None)
+        template = None if unique else job_of((), {}, None, None)
         jobs = []
         for position, call in enumerate(calls):
             try:
@@ -145,19 +146,29 @@ class LaterBackend(BaseTaskBackend):
                 raise TypeError(f"enqueue_many call {position}: {error}") from None
         return jobs
 
-    def _job_of(self, task: Task, unique: UniqueOption | None = None) -> JobMaker:
-        """A maker of ``task``'s jobs (validated already): what every job of the task
-        shares is worked out once, the arguments checked per call. ``unique``: the
-        option to apply instead of the task's own."""
+    def _job_of(self, task: Task, unique: UniqueOption | None = None) -> tuple[JobMaker, bool]:
+        """A maker of ``task``'s jobs (validated already), and whether they are unique:
+        what every job of the task shares is worked out once, the arguments checked per
+        call. Queue, priority and the unique option are the task's own, else its
+        ``LATER["TASK_POLICIES"]`` policy's (``engine.task_policy``). ``unique``: the
+        option to apply instead."""
         run_after = task.run_after
+        policy = later_settings().task_policies.for_path(task.module_path)
         if unique is None:
-            unique = unique_option(task)
+            unique = unique_for(task, policy)
+        queue_name, priority = routing(task, policy)
+        if queue_name != task.queue_name and self.queues and queue_name not in self.queues:
+            raise InvalidTask(
+                f"Queue {queue_name!r} (LATER['TASK_POLICIES'][{policy.origin['queue']!r}] "
+                f"for task {task.module_path}) is not in TASKS[{self.alias!r}]['QUEUES'] "
+                f"{sorted(self.queues)}."
+            )
         where = f"by the unique option of task {task.module_path}"
         shared = {
             "task_path": task.module_path,
-            "queue_name": task.queue_name,
+            "queue_name": queue_name,
             # validate_task accepts any whole number (7.0, True); store it as an int.
-            "priority": int(task.priority),
+            "priority": priority,
             "backend": self.alias,
             "run_after_ms": None if run_after is None else _epoch_ms(run_after),
         }
@@ -182,7 +193,7 @@ class LaterBackend(BaseTaskBackend):
                 **shared,
             )
 
-        return job_of
+        return job_of, unique is not None
 
     def write_jobs(self, tasks: Sequence[Task], jobs: Sequence[NewJob]) -> list[TaskResult]:
         """Writes ``jobs`` in one transaction; sends ``task_enqueued`` for each on commit.

@@ -14,10 +14,12 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 
 from later_django.compat import SHIM_NAME, itercompat
-from later_django.conf import add_setting_rule, setting_problems
+from later_django.conf import add_setting_rule, later_settings, setting_problems
 from later_django.engine.recurring_settings import recurring_problems
+from later_django.engine.task_policy import policy_key_problems, unmatched_policy_keys
 
 
 def recurring_setting_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
@@ -36,6 +38,35 @@ def check_later_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
     """Reports every invalid ``LATER`` value, naming the key and the rule."""
     raw = getattr(settings, "LATER", {}) or {}
     return [checks.Error(message, id=check_id) for check_id, message in setting_problems(raw)]
+
+
+@checks.register()
+def check_task_policies(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``LATER["TASK_POLICIES"]`` against the code: E019 for a unique key function that
+    cannot be imported or is not callable; W003 for an exact key that names no task
+    (its path is imported to find out) or a pattern that matches none of the tasks
+    imported after each installed app's ``tasks`` module (a task module imported by
+    nothing is unknown here, though the policy still applies to its jobs by path).
+    Silent while ``LATER`` itself is invalid (:func:`check_later_settings` says why)."""
+    try:
+        policies = later_settings().task_policies
+    except ImproperlyConfigured:
+        return []
+    if not policies.keys():
+        return []
+    errors = [
+        checks.Error(f"{problem}.", id="later_django.E019")
+        for problem in policy_key_problems(policies)
+    ]
+    warnings = [
+        checks.Warning(
+            f"{message}.",
+            hint="Correct the path or pattern, or remove the entry.",
+            id="later_django.W003",
+        )
+        for message in unmatched_policy_keys(policies)
+    ]
+    return [*errors, *warnings]
 
 
 # Not tagged ``database``: Django runs those only with ``check --database``, and this

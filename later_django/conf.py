@@ -21,6 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 from later_django.core.keys import RESERVED_PREFIX
 from later_django.core.limits import QueueLimit, queue_limits
 from later_django.core.retry import RetryPolicy
+from later_django.core.task_policy import TaskPolicies, task_policies, task_policy_problems
 
 DEFAULT_NAMESPACE = "default"
 #: A namespace prefixes every key as "<namespace>-"; without "-" in it no
@@ -47,6 +48,7 @@ KNOWN_KEYS = (
     "QUEUE_LIMITS",
     "METRICS",
     "TRACING",
+    "TASK_POLICIES",
 )
 #: The options of ``LATER["METRICS"]`` (the metrics view, :mod:`later_django.metrics`).
 METRICS_OPTIONS = ("TOKEN", "NAMESPACES")
@@ -73,8 +75,12 @@ class LaterSettings:
     #: Seconds a job may run before it is recorded failed by ``TaskTimeout`` (None: no
     #: limit); a task's own ``timeout`` option wins.
     timeout_seconds: float | None = None
-    #: queue name -> its limits across the namespace (``LATER["QUEUE_LIMITS"]``).
+    #: queue name -> its limits across the namespace (``LATER["QUEUE_LIMITS"]``, and
+    #: those ``LATER["TASK_POLICIES"]`` entries give their queue).
     queue_limits: dict[str, QueueLimit] = field(default_factory=dict)
+    #: ``LATER["TASK_POLICIES"]``, parsed (``core.task_policy``; applied by
+    #: ``engine.task_policy``).
+    task_policies: TaskPolicies = field(default_factory=TaskPolicies)
     #: topic name → fixed partition count (``LATER["TOPICS"]``).
     topics: dict[str, int] = field(default_factory=dict)
     #: modules that register maintenance passes (``LATER["MAINTENANCE_MODULES"]``).
@@ -313,6 +319,17 @@ def _retry_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     return []
 
 
+def _task_policies_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """E019: a bad ``LATER["TASK_POLICIES"]`` entry, or a queue's limits declared twice
+    (``QUEUE_LIMITS``' own problems are E014's)."""
+    try:
+        limits = queue_limits(raw.get("QUEUE_LIMITS"))
+    except ValueError:
+        limits = {}
+    problems = task_policy_problems(raw.get("TASK_POLICIES"), limits)
+    return [("later_django.E019", f"{problem}.") for problem in problems]
+
+
 _RULES: tuple[SettingRule, ...] = (
     _unknown_key_problems,
     _namespace_problems,
@@ -328,6 +345,7 @@ _RULES: tuple[SettingRule, ...] = (
     _queue_limits_problems,
     _metrics_problems,
     _tracing_problems,
+    _task_policies_problems,
 )
 #: Rules of keys whose validation lives above conf (``RECURRING``: the engine's,
 #: check E009), added by :mod:`later_django.checks` when it is imported (the app's
@@ -365,6 +383,8 @@ def later_settings() -> LaterSettings:
         raise ImproperlyConfigured("; ".join(message for _, message in problems))
     retention = dict(DEFAULT_RETENTION_SECONDS)
     retention.update(raw.get("RETENTION", {}))
+    limits = queue_limits(raw.get("QUEUE_LIMITS"))
+    policies = task_policies(raw.get("TASK_POLICIES"), limits)
     resolved = LaterSettings(
         namespace=raw.get("NAMESPACE", DEFAULT_NAMESPACE),
         database=raw.get("DATABASE", "default"),
@@ -376,7 +396,8 @@ def later_settings() -> LaterSettings:
         topics={name: options["partitions"] for name, options in raw.get("TOPICS", {}).items()},
         maintenance_modules=tuple(raw.get("MAINTENANCE_MODULES", ())),
         timeout_seconds=raw.get("TIMEOUT"),
-        queue_limits=queue_limits(raw.get("QUEUE_LIMITS")),
+        queue_limits={**limits, **policies.queue_limits()},
+        task_policies=policies,
         metrics_token=raw.get("METRICS", {}).get("TOKEN"),
         metrics_namespaces=tuple(raw.get("METRICS", {}).get("NAMESPACES", ())),
         tracing=raw.get("TRACING", True),

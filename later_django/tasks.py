@@ -55,12 +55,3 @@ class LaterTask(Task):
         except ValueError as error:
             raise InvalidTask(str(error)) from None
         Task.__post_init__(self)
-
-
-def unique_option(task: Task) -> UniqueOption | None:
-    """The checked ``unique`` option of ``task``, or ``None`` (no option, or not a
-    :class:`LaterTask`)."""
-    option = getattr(task, "unique", None)
-    if option is None:
-        return None
-    return UniqueOption.from_mapping(option, f"the unique option of task {task.module_path}")

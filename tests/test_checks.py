@@ -47,6 +47,7 @@ def test_default_settings_pass_every_check() -> None:
         ({"METRICS": {"TOKEN": "short"}}, "later_django.E015", "at least 24 characters"),
         ({"METRICS": {"NAMESPACES": ["a-b"]}}, "later_django.E015", "'a-b'"),
         ({"TRACING": "off"}, "later_django.E016", "LATER['TRACING'] must be True or False"),
+        ({"TASK_POLICIES": {"a.b": {"timeout": "1m"}}}, "later_django.E019", "['timeout']"),
     ],
 )
 def test_an_invalid_setting_is_reported_with_its_id_and_key(later, check_id, named) -> None:
@@ -109,6 +110,7 @@ def test_every_known_key_is_accepted(db_alias: str) -> None:
         "QUEUE_LIMITS": {"emails": {"concurrency": 2, "rate": "10/1s"}},
         "METRICS": {"TOKEN": "x" * 24, "NAMESPACES": ["shop"]},
         "TRACING": False,
+        "TASK_POLICIES": {"shop.tasks.*": {"queue": "shop", "concurrency": 1}},
     }
     assert sorted(later) == sorted(KNOWN_KEYS)
     with override_settings(LATER=later):

@@ -206,7 +206,7 @@ def _write_outcomes(
         elif outcome.error is None:
             moves.succeed(writes, record, now, outcome.return_value, settings)
         else:
-            policy = task_retry_policy(started.task)
+            policy = task_retry_policy(started.task, settings)
             moves.fail_attempt(
                 writes, record, now, outcome.error, settings, policy, retryable=outcome.retryable
             )

@@ -133,7 +133,8 @@ def _start_claim(
             f"worker {previous} lost the lease of topic {claim.topic!r} partition "
             f"{claim.partition_id} while running attempt {record.attempts}",
         )
-        moves.fail_attempt(writes, record, now, lost, worker.settings, policy_or_none(record))
+        policy = policy_or_none(record, worker.settings)
+        moves.fail_attempt(writes, record, now, lost, worker.settings, policy)
         writes.count_attempt(record, None)
         return None
     if record.stage in (stages.DELAYED, stages.REQUEUED):

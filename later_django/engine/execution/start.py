@@ -260,7 +260,8 @@ def _start_message(
             f"worker {lease.owner if lease else 'unknown'} stopped renewing the "
             f"execution lease of attempt {record.attempts}",
         )
-        moves.fail_attempt(writes, record, now, lost, worker.settings, policy_or_none(record))
+        policy = policy_or_none(record, worker.settings)
+        moves.fail_attempt(writes, record, now, lost, worker.settings, policy)
         writes.count_attempt(record, None)
         writes.ack(message.sequence)
         return None
@@ -269,7 +270,7 @@ def _start_message(
             f"its message was delivered {message.deliveries} times and no start was "
             "written: an earlier claimer stopped before writing it (its task may have begun)"
         )
-        policy = policy_or_none(record)
+        policy = policy_or_none(record, worker.settings)
         moves.fail_unwritten_start(writes, record, now, why, worker.settings, policy)
         writes.count_attempt(record, None)
         writes.ack(message.sequence)

@@ -22,6 +22,7 @@ from later_django.core.retry import RetryPolicy
 from later_django.engine import cancellation
 from later_django.engine.cancellation import CancelFlag, Requests
 from later_django.engine.registry import resolve_task
+from later_django.engine.task_policy import retry_for, timeout_seconds_for
 from later_django.exceptions import UnregisteredTaskError, WorkerLost, class_path
 from later_django.storage.partitions import Partition
 from later_django.storage.stores import Stores
@@ -114,11 +115,10 @@ class WorkerArgs:
 
 
 def task_timeout_ms(task: Task, settings: LaterSettings) -> int | None:
-    """How long one attempt of ``task`` may run: its ``timeout`` option, else
-    ``LATER["TIMEOUT"]``; None when neither is set."""
-    seconds = getattr(task, "timeout", None)
-    if seconds is None:
-        seconds = settings.timeout_seconds
+    """How long one attempt of ``task`` may run: its ``timeout`` option, else its
+    ``LATER["TASK_POLICIES"]`` policy's, else ``LATER["TIMEOUT"]``; None: no limit
+    (:func:`~later_django.engine.task_policy.timeout_seconds_for`)."""
+    seconds = timeout_seconds_for(task, settings)
     return None if seconds is None else int(seconds * 1000)
 
 
@@ -127,19 +127,20 @@ def attempt_deadline(task: Task, now: int, settings: LaterSettings) -> int | Non
     return None if timeout is None else now + timeout
 
 
-def task_retry_policy(task: Task | None) -> RetryPolicy | None:
-    """The task's own retry policy (``@task(retry={...})`` on a ``LaterTask``)."""
-    raw = getattr(task, "retry", None)
-    if task is None or raw is None:
-        return None
-    return RetryPolicy.from_mapping(raw, f"the retry option of task {task.module_path}")
+def task_retry_policy(task: Task, settings: LaterSettings) -> RetryPolicy | None:
+    """The task's own retry policy (``@task(retry={...})`` on a ``LaterTask``), else
+    its ``LATER["TASK_POLICIES"]`` policy's; None: ``LATER["RETRY"]`` applies."""
+    return retry_for(task, task.module_path, settings)
 
 
-def policy_or_none(record: JobRecord) -> RetryPolicy | None:
+def policy_or_none(record: JobRecord, settings: LaterSettings) -> RetryPolicy | None:
+    """:func:`task_retry_policy` of the record's task; of its path's policy alone when
+    that path names no task."""
     try:
-        return task_retry_policy(resolve_task(record.task_path))
+        task: Task | None = resolve_task(record.task_path)
     except UnregisteredTaskError:
-        return None
+        task = None
+    return retry_for(task, record.task_path, settings)
 
 
 def worker_lost(record: JobRecord, now: int, why: str) -> JobError:
