@@ -17,14 +17,21 @@ written.
 ``get_result(id)`` gives back the job as it was enqueued: its own queue,
 priority, ``run_after`` and backend alias (all stored in the record), so for a
 job that has not started ``enqueue(...) == get_result(result.id)``.
+
+One instance per alias and configuration in a process, whichever registry asks for
+it: ``django.tasks``' ``task_backends`` (one per thread), and the django-tasks
+backport's, which a package such as Wagtail imports even on Django 6 (its ``@task``
+asks the backport's registry for the backend's ``task_class``).
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from django.apps import apps
 from django.core import checks
@@ -65,6 +72,33 @@ class LaterBackend(BaseTaskBackend):
     supports_async_task = True
     supports_get_result = True
     supports_priority = True
+
+    #: The live instances by (class, alias, repr of the params they were made from).
+    _made: ClassVar[weakref.WeakValueDictionary[tuple[type, str, str], LaterBackend]] = (
+        weakref.WeakValueDictionary()
+    )
+    _made_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __new__(cls, alias: str, params: dict[str, Any]) -> LaterBackend:
+        """The instance already made for ``alias`` from the same ``params`` while one
+        is alive, else a new one: every registry that builds its backends from
+        ``TASKS`` (``django.tasks``' per thread, the django-tasks backport's) gets the
+        same object. Other params (``TASKS`` overridden) make another instance."""
+        key = (cls, alias, repr(params))
+        with cls._made_lock:
+            backend = cls._made.get(key)
+            if backend is None:
+                backend = super().__new__(cls)
+                cls._made[key] = backend
+            return backend
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        """Django's ``__init__``, once per instance (``__new__`` may return one already
+        made, which Python initializes again)."""
+        if getattr(self, "_initialized", False):
+            return
+        super().__init__(alias, params)
+        self._initialized = True
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """Django's backend checks, and later_django.E018: the backend is configured

@@ -128,6 +128,9 @@ class FailureRow:
     group: FailureGroup
     #: The sample job's traceback of this error class ("" when its record is gone).
     traceback: str
+    #: Why the sample job failed when its record says (a retry policy's rule gave up
+    #: at once, its parent failed), when its last error is of this class; else "".
+    reason: str = ""
 
     @property
     def error_class(self) -> str:
@@ -139,7 +142,8 @@ def read_failures(
 ) -> list[FailureRow]:
     """The failure groups of ``window`` (of every task, or of ``task_path``), at most
     :data:`FAILURE_GROUPS_SHOWN`, the most frequent first, each with its sample job's
-    traceback: one grouped read, then the sample records by key in one statement."""
+    traceback and reason (:class:`FailureRow`): one grouped read, then the sample
+    records by key in one statement."""
     stores = stores_for(using)
     groups = stores.metrics.failure_groups(
         namespace, window.first_bucket, window.last_bucket, FAILURE_GROUPS_SHOWN, task_path
@@ -152,5 +156,7 @@ def read_failures(
         record = samples.get(group.sample_job_id)
         errors: list[JobError] = [] if record is None else record.errors
         matching = [error for error in errors if error.exception_class_path == group.error_class]
-        rows.append(FailureRow(group, matching[-1].traceback if matching else ""))
+        last_is_ours = bool(matching) and errors[-1] is matching[-1]
+        reason = (record.reason or "") if record is not None and last_is_ours else ""
+        rows.append(FailureRow(group, matching[-1].traceback if matching else "", reason))
     return rows

@@ -25,6 +25,11 @@ The differences later_django meets, and how each is met here:
   every backend only when its app is ready; importing them here makes them work
   without ``"django_tasks"`` in ``INSTALLED_APPS``, as ``django.tasks`` does.
 
+On Django 6 a package may import the backport all the same (Wagtail declares its tasks
+with ``django_tasks.task``): the backport's registry then builds backends from ``TASKS``
+beside ``django.tasks``', and ``LaterBackend`` answers both with one instance per alias
+(see ``later_django.backend``), so such tasks are ``LaterTask``s run like any other.
+
 The same setting, ``TASKS``, configures both; ``TaskResult``, ``TaskContext``, the
 three signals and ``BaseTaskBackend`` have the same fields and methods in all three.
 """

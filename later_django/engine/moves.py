@@ -17,7 +17,7 @@ from later_django.conf import LaterSettings
 from later_django.core import stages
 from later_django.core.keys import due_key, undecodable_key
 from later_django.core.records import JobError, JobRecord
-from later_django.core.retry import RetryPolicy
+from later_django.core.retry import RetryPolicy, recorded_lineage
 from later_django.engine.writes import JobWrites
 from later_django.exceptions import (
     JobCancelled,
@@ -285,19 +285,29 @@ def fail_attempt(
     task_policy: RetryPolicy | None = None,
     *,
     retryable: bool = True,
+    raised: Sequence[str] | None = None,
 ) -> None:
     """running -> requeued (a retry is due later, or at once) or -> failed.
 
     The policy is resolved at the first failure (the task's own, else the
     server default) and stored in the record; retries are counted from the
-    errors kept, one per failed attempt.
+    errors kept, one per failed attempt. ``raised`` is the lineage
+    (:func:`~later_django.core.retry.lineage`) of the exception the attempt raised;
+    without it the error's recorded class path stands for it. When the policy's
+    ``give_up_on``/``retry_on`` rule says to give up, the job fails at once and
+    ``record.reason`` says so (an operator retry clears it).
     """
     record.errors.append(error)
     if record.retry is None:
         record.retry = (task_policy or settings.retry).to_dict()
     policy = RetryPolicy.from_mapping(record.retry, f"the retry policy of job {record.job_id}")
     retries_used = len(record.errors) - 1
-    if not retryable or retries_used >= policy.max_retries:
+    rule = None
+    if retryable:
+        rule = policy.give_up_rule(raised or recorded_lineage(error.exception_class_path))
+    if rule is not None:
+        record.reason = _gave_up(rule, error.attempt, policy.max_retries - retries_used)
+    if rule is not None or not retryable or retries_used >= policy.max_retries:
         _finish(writes, record, stages.FAILED, now, settings)
         return
     delay_ms = int(policy.delay_seconds(retries_used + 1) * 1000)
@@ -313,6 +323,15 @@ def fail_attempt(
         writes.partitions.retry_at(record.job_id, _partition(record), now + delay_ms)
         return
     writes.add(Set(due_key(record.namespace, now + delay_ms, record.job_id), b""))
+
+
+def _gave_up(rule: str, attempt: int, retries_left: int) -> str:
+    """The reason of a job failed by its policy's exception rule, e.g. ``Gave up at
+    once on attempt 1 (3 retries left): builtins.KeyError is in the retry policy's
+    give_up_on``."""
+    left = max(0, retries_left)
+    unused = f"{left} retr{'y' if left == 1 else 'ies'} left" if left else "no retries left"
+    return f"Gave up at once on attempt {attempt} ({unused}): {rule}"
 
 
 def fail_waiting(

@@ -1,8 +1,10 @@
-"""The job page: when a delayed job runs, each attempt (duration, worker, error) and the
-continuation tree of parents, siblings and continuations, on both databases."""
+"""The job page: when a delayed job runs, each attempt (duration, worker, error), why a
+job gave up at once, and the continuation tree of parents, siblings and continuations,
+on both databases."""
 
 from __future__ import annotations
 
+import html as html_module
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -13,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from later_django.api import continue_with
-from tests.engine import tasks
+from tests.engine import give_up_tasks, tasks
 from tests.engine.support import run_until_finished
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -84,3 +86,27 @@ def test_the_tree_of_a_hundred_continuations_holds_all_of_them(
     svg = html.split('<svg class="later-tree"', 1)[1].split("</svg>", 1)[0]
     assert svg.count("<line ") == 100
     assert all(child.id in svg for child in children)
+
+
+def test_a_job_that_gave_up_by_its_policys_rule_says_so(
+    manager_client: Client, later_db: str, tmp_path: Path
+) -> None:
+    job = give_up_tasks.give_up_on_missing.enqueue(str(tmp_path / "runs"), "model")
+    run_until_finished([job.id])
+    found = re.search(r'<td class="later-reason">([^<]*)</td>', page(manager_client, job.id))
+    assert found, "no Reason row"
+    assert html_module.unescape(found.group(1)) == (
+        "Gave up at once on attempt 1 (3 retries left): "
+        "django.contrib.auth.models.User.DoesNotExist is a "
+        "django.core.exceptions.ObjectDoesNotExist, which is in the retry policy's give_up_on"
+    )
+
+
+def test_a_job_that_ran_out_of_retries_has_no_reason(
+    manager_client: Client, later_db: str, tmp_path: Path
+) -> None:
+    job = give_up_tasks.give_up_on_missing.enqueue(str(tmp_path / "runs"), "boom")
+    run_until_finished([job.id])
+    html = page(manager_client, job.id)
+    assert html.count('class="later-attempt"') == 4
+    assert "later-reason" not in html

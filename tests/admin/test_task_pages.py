@@ -8,6 +8,7 @@ import html as html_module
 import re
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -21,7 +22,7 @@ from later_django.engine import metrics
 from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexMetricsBatch, TaskMinuteSample
 from tests.admin.support import SCRIPT
-from tests.engine import tasks
+from tests.engine import give_up_tasks, tasks
 from tests.engine.support import run_until_finished
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -213,3 +214,24 @@ def test_the_pages_are_for_staff_only_and_in_the_nav(viewer_client: Client, late
         assert outsider.get(url).status_code == 302, url
     dashboard = viewer_client.get(reverse("later_django:dashboard")).content.decode()
     assert f'href="{TASKS_URL}"' in dashboard and f'href="{FAILURES_URL}"' in dashboard
+
+
+def test_a_failure_group_whose_newest_job_gave_up_by_rule_says_so(
+    viewer_client: Client, later_db: str, tmp_path: Path
+) -> None:
+    gave_up = give_up_tasks.give_up_on_missing.enqueue(str(tmp_path / "gave-up"), "missing")
+    retried = give_up_tasks.give_up_on_missing.enqueue(str(tmp_path / "retried"), "boom")
+    run_until_finished([gave_up.id, retried.id])
+    metrics.flush()
+
+    page = html_module.unescape(viewer_client.get(FAILURES_URL).content.decode())
+
+    reasons = re.findall(r'<p class="later-failure-reason">([^<]*)</p>', page)
+    assert reasons == [
+        "Gave up at once on attempt 1 (3 retries left): "
+        "django.core.exceptions.ObjectDoesNotExist is in the retry policy's give_up_on"
+    ]
+    assert (
+        row_cells(page, "later-failure-group", "ObjectDoesNotExist")["later-failure-count"] == "1"
+    )
+    assert row_cells(page, "later-failure-group", BOOM)["later-failure-count"] == "4"

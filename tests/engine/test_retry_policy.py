@@ -66,6 +66,31 @@ def test_retry_policy_from_mapping_fills_in_defaults_and_converts_seconds_to_flo
         ({"max": -5}, "LATER['RETRY']['max'] must be a number of seconds >= 0"),
         ({"jitter": "yes"}, "LATER['RETRY']['jitter'] must be True or False"),
         ({"tries": 3}, "LATER['RETRY'] has unknown keys ['tries']"),
+        (
+            {"give_up_on": "django.core.exceptions.ObjectDoesNotExist"},
+            "LATER['RETRY']['give_up_on'] must be a list of exception class paths",
+        ),
+        (
+            {"give_up_on": ["KeyError"]},
+            "LATER['RETRY']['give_up_on'][0] must be an exception class path, dotted as "
+            "module.QualName (such as 'builtins.KeyError'), got 'KeyError'",
+        ),
+        (
+            {"give_up_on": ["builtins.KeyError", ""]},
+            "LATER['RETRY']['give_up_on'][1] must be an exception class path",
+        ),
+        (
+            {"give_up_on": [KeyError]},
+            "LATER['RETRY']['give_up_on'][0] must be an exception class path",
+        ),
+        (
+            {"retry_on": ["builtins.Connection Error"]},
+            "LATER['RETRY']['retry_on'][0] must be an exception class path",
+        ),
+        (
+            {"retry_on": []},
+            "LATER['RETRY']['retry_on'] must name at least one exception class, got []",
+        ),
     ],
 )
 def test_an_invalid_retry_setting_is_reported_as_e006_naming_the_key(retry, named) -> None:
@@ -87,3 +112,10 @@ def test_a_valid_retry_setting_becomes_the_default_policy() -> None:
 def test_an_invalid_task_retry_option_is_refused_when_the_task_is_declared() -> None:
     with pytest.raises(InvalidTask, match=r"the retry option of task .*\['backoff'\]"):
         task(retry={"backoff": "linear"})(tasks.add.func)
+
+
+def test_an_invalid_give_up_on_in_a_task_retry_option_is_refused_naming_the_task() -> None:
+    with pytest.raises(
+        InvalidTask, match=r"the retry option of task .*\['give_up_on'\]\[0\] must be an exception"
+    ):
+        task(retry={"give_up_on": ["ObjectDoesNotExist"]})(tasks.add.func)

@@ -22,6 +22,7 @@ from later_django.conf import LaterSettings
 from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.records import JobRecord
+from later_django.core.retry import lineage
 from later_django.engine import cancellation, moves
 from later_django.engine.cancellation import Requests
 from later_django.engine.continuations import (
@@ -207,8 +208,16 @@ def _write_outcomes(
             moves.succeed(writes, record, now, outcome.return_value, settings)
         else:
             policy = task_retry_policy(started.task, settings)
+            raised = None if outcome.exception is None else lineage(type(outcome.exception))
             moves.fail_attempt(
-                writes, record, now, outcome.error, settings, policy, retryable=outcome.retryable
+                writes,
+                record,
+                now,
+                outcome.error,
+                settings,
+                policy,
+                retryable=outcome.retryable,
+                raised=raised,
             )
         writes.count_attempt(record, outcome.seconds * 1000)
     return records
