@@ -109,7 +109,16 @@ class PrometheusTelemetry(Telemetry):
 
     def flush(self, busy: int | None = None, total: int | None = None) -> None:
         """Writes the claims, waits, outcomes and durations gathered since the last
-        write (and the thread gauges, when given and changed)."""
+        write (and the thread gauges, when given and changed).
+
+        The gauges are written first: a scrape reads the files while a write goes on,
+        so one that finds every count of this write also finds the gauges of the same
+        moment (the counts written before the gauges let a scrape see the last job
+        counted while its thread still showed busy)."""
+        if busy is not None and total is not None and (busy, total) != self._last_threads:
+            self._last_threads = (busy, total)
+            self._busy.set(busy)
+            self._threads.set(total)
         for queue, count in self._claimed_since.items():
             self._child(self._claimed, queue).inc(count)
         for queue, amounts in self._waits_since.items():
@@ -122,10 +131,6 @@ class PrometheusTelemetry(Telemetry):
         self._waits_since.clear()
         self._ended_since.clear()
         self._durations_since.clear()
-        if busy is not None and total is not None and (busy, total) != self._last_threads:
-            self._last_threads = (busy, total)
-            self._busy.set(busy)
-            self._threads.set(total)
         self._written_at = time.monotonic()
 
     def timed_out(self, jobs: Sequence[StartedJob], seconds: Sequence[float]) -> None:

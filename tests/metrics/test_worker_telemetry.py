@@ -90,3 +90,37 @@ def test_flush_at_exit_writes_what_is_held_back(monkeypatch: pytest.MonkeyPatch)
     # Written once: a second flush adds nothing.
     telemetry.flush()
     assert value(scrape(registry), "later_claimed_jobs_total", queue="default") == 2
+
+
+def test_a_scrape_in_the_middle_of_a_write_sees_the_gauges_before_the_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scrape reads the figures while a write goes on: when it already sees a turn's
+    gauges it may miss that turn's counts (and wait for them), never the reverse, so a
+    scrape that finds the last job counted finds its thread free."""
+    registry = CollectorRegistry()
+    telemetry = PrometheusTelemetry(registry)
+    monkeypatch.setattr(prometheus_export, "WRITE_SECONDS", 0.0)
+    telemetry.threads(busy=1, total=4)
+    one_job_claimed_and_finished(telemetry)
+    seen_before_the_count: list[Samples] = []
+    real_labels = telemetry._jobs.labels
+
+    def labels(*values: str):  # type: ignore[no-untyped-def]
+        child = real_labels(*values)
+        real_inc = child.inc
+
+        def inc(amount: float = 1) -> None:
+            seen_before_the_count.append(scrape(registry))
+            real_inc(amount)
+
+        child.inc = inc
+        return child
+
+    monkeypatch.setattr(telemetry._jobs, "labels", labels)
+    telemetry.threads(busy=0, total=4)
+
+    [during] = seen_before_the_count
+    assert value(during, "later_worker_busy_threads") == 0
+    assert value(scrape(registry), "later_jobs_total", task=tasks.add.module_path,
+                 queue="default", outcome="success") == 1  # fmt: skip
