@@ -36,6 +36,8 @@ SLOW = (
     "tests/worker/test_limit_workers.py",
     "tests/browser/test_live_refresh.py",
     "tests/browser/test_operator_walk.py",
+    "tests/browser/test_operator_clicks.py",
+    "tests/browser/test_job_page_style.py",
     "tests/maintenance/test_pass_reads.py",
     "tests/worker/test_timeout_workers.py",
     "tests/test_quickstart.py",
@@ -48,8 +50,6 @@ SLOW = (
     "tests/metrics/test_scrapes.py",
     "tests/pgbouncer/test_workers.py",
     "tests/browser/test_dashboard.py",
-    "tests/browser/test_operator_clicks.py",
-    "tests/browser/test_job_page_style.py",
     "tests/pgbouncer/test_transaction_pooling.py",
     "tests/packaging/test_distributions.py",
 )
