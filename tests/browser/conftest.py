@@ -82,10 +82,32 @@ class Site:
     database: Path
 
 
-def _site(directory: Path, *, seed: bool, settings: str | None = None) -> Iterator[Site]:
-    database = directory / "example.sqlite3"
+@pytest.fixture(scope="session")
+def migrated_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example project's SQLite database, migrated and with the demo superuser,
+    made once per pytest process: each site starts from a copy (:func:`_site`), which
+    saves two Django start-ups a site."""
+    database = tmp_path_factory.mktemp("example-template") / "example.sqlite3"
     manage(database, "migrate", "--verbosity", "0")
     manage(database, "demo_superuser", "--username", USERNAME, "--password", PASSWORD)
+    return database
+
+
+def _copy(template: Path, directory: Path) -> Path:
+    """``directory/example.sqlite3``: a copy of ``template`` (and of its WAL, if one
+    was left)."""
+    database = directory / "example.sqlite3"
+    for suffix in ("", "-wal"):
+        source = template.with_name(template.name + suffix)
+        if source.exists():
+            shutil.copyfile(source, database.with_name(database.name + suffix))
+    return database
+
+
+def _site(
+    template: Path, directory: Path, *, seed: bool, settings: str | None = None
+) -> Iterator[Site]:
+    database = _copy(template, directory)
     if seed:
         manage(database, "demo_seed")
     with dev_server(database, free_port(), directory / "runserver.log", settings) as base:
@@ -93,23 +115,27 @@ def _site(directory: Path, *, seed: bool, settings: str | None = None) -> Iterat
 
 
 @pytest.fixture(scope="module")
-def seeded_site(tmp_path_factory: pytest.TempPathFactory, chromium_path: str) -> Iterator[Site]:
+def seeded_site(
+    tmp_path_factory: pytest.TempPathFactory, chromium_path: str, migrated_example: Path
+) -> Iterator[Site]:
     """The example project after ``demo_seed`` (30 succeeded, 5 failed, 40 enqueued,
     15 delayed, an hour of queue readings), with no worker: the stages stay put."""
-    yield from _site(tmp_path_factory.mktemp("seeded"), seed=True)
+    yield from _site(migrated_example, tmp_path_factory.mktemp("seeded"), seed=True)
 
 
 @pytest.fixture
-def empty_site(tmp_path: Path, chromium_path: str) -> Iterator[Site]:
+def empty_site(tmp_path: Path, chromium_path: str, migrated_example: Path) -> Iterator[Site]:
     """The example project with no job yet, for tests that change the stages."""
-    yield from _site(tmp_path, seed=False)
+    yield from _site(migrated_example, tmp_path, seed=False)
 
 
 @pytest.fixture
-def quick_refresh_site(tmp_path: Path, chromium_path: str) -> Iterator[Site]:
+def quick_refresh_site(
+    tmp_path: Path, chromium_path: str, migrated_example: Path
+) -> Iterator[Site]:
     """Like ``empty_site``, with the live refresh every second instead of every 5
     (:mod:`tests.browser.quick_refresh_settings`): the refresh tests wait on its timer."""
-    yield from _site(tmp_path, seed=False, settings=QUICK_REFRESH_SETTINGS)
+    yield from _site(migrated_example, tmp_path, seed=False, settings=QUICK_REFRESH_SETTINGS)
 
 
 @pytest.fixture(scope="session")

@@ -32,9 +32,9 @@ FAILED_COUNT = "#later-panel-stages tr.later-stage-failed td.num"
 
 
 @pytest.fixture
-def failed_site(tmp_path: Path, chromium_path: str) -> Iterator[Site]:
+def failed_site(tmp_path: Path, chromium_path: str, migrated_example: Path) -> Iterator[Site]:
     """A seeded example project of this test's own (its retries change the jobs)."""
-    yield from _site(tmp_path, seed=True)
+    yield from _site(migrated_example, tmp_path, seed=True)
 
 
 class Clicks:

@@ -33,9 +33,9 @@ CHANGE_SHOWS_MS = 30_000
 
 
 @pytest.fixture
-def failed_site(tmp_path: Path, chromium_path: str) -> Iterator[Site]:
+def failed_site(tmp_path: Path, chromium_path: str, migrated_example: Path) -> Iterator[Site]:
     """A seeded example project of this test's own (the walk changes its jobs)."""
-    yield from _site(tmp_path, seed=True)
+    yield from _site(migrated_example, tmp_path, seed=True)
 
 
 def shoot(page, directory: Path, name: str) -> Path:
