@@ -33,7 +33,7 @@ from later_django.engine.job_actions.selection import DEFAULT_BATCH_SIZE, BulkOu
 from later_django.engine.partitions import check_public_topic
 from later_django.engine.queue_pause import PausedQueue
 from later_django.engine.recurring import RecurringDefinition
-from later_django.engine.task_policy import unique_for
+from later_django.engine.task_policy import policy_for, unique_for
 from later_django.exceptions import (
     JobCancelled,
     ParentNotFound,
@@ -270,7 +270,7 @@ def enqueue_unique(task: Task, key: str, /, *args: Any, **kwargs: Any) -> TaskRe
     held while the job is live. Race-free: of concurrent enqueues of
     one key, one job is written. Joins the caller's transaction like ``enqueue``."""
     backend = _later_backend(task)
-    policy = later_settings().task_policies.for_path(task.module_path)
+    policy = policy_for(task.module_path, later_settings())
     option = unique_for(task, policy) or DEFAULT_OPTION
     given = dataclasses.replace(option, key=check_key(key, "enqueue_unique's key"))
     return backend.write_jobs([task], [backend.new_job(task, args, kwargs, unique=given)])[0]

@@ -54,7 +54,7 @@ from later_django.core.unique import UniqueOption
 from later_django.engine.enqueue import NewJob, enqueue_jobs
 from later_django.engine.registry import resolve_task
 from later_django.engine.results import task_result
-from later_django.engine.task_policy import routing, unique_for
+from later_django.engine.task_policy import policy_for, routing, unique_for
 from later_django.exceptions import RecordDecodeError, UnregisteredTaskError
 from later_django.storage.stores import stores_for
 from later_django.storage.tables import raise_if_tables_missing
@@ -187,7 +187,7 @@ class LaterBackend(BaseTaskBackend):
         ``LATER["TASK_POLICIES"]`` policy's (``engine.task_policy``). ``unique``: the
         option to apply instead."""
         run_after = task.run_after
-        policy = later_settings().task_policies.for_path(task.module_path)
+        policy = policy_for(task.module_path, later_settings())
         if unique is None:
             unique = unique_for(task, policy)
         queue_name, priority = routing(task, policy)
