@@ -38,6 +38,7 @@ SLOW = (
     "tests/browser/test_operator_walk.py",
     "tests/browser/test_operator_clicks.py",
     "tests/browser/test_job_page_style.py",
+    "tests/test_wagtail_site.py",
     "tests/maintenance/test_pass_reads.py",
     "tests/worker/test_timeout_workers.py",
     "tests/test_quickstart.py",
@@ -60,6 +61,7 @@ CORNERS = frozenset(
         "tests/test_quickstart.py",
         "tests/test_example_project.py",
         "tests/test_missing_migrations.py",
+        "tests/test_wagtail_site.py",
     }
 )
 

@@ -39,7 +39,6 @@ from later_django.overview.figures import (
     STAGES,
     WAIT_MODES,
     Overview,
-    QueueFigure,
     RecurringFigure,
     StageFigure,
 )
@@ -69,7 +68,7 @@ def read_overview(
         namespace=namespace,
         using=using,
         now_ms=now,
-        stages=_read_stages(stores.dashboard, namespace, queues),
+        stages=read_stages(stores.dashboard, namespace, sum(queue.ready for queue in queues)),
         transitions=transitions,
         waits=waits,
         queues=queues,
@@ -81,16 +80,15 @@ def read_overview(
     )
 
 
-def _read_stages(
-    reads: DashboardPort, namespace: str, job_queues: list[QueueFigure]
-) -> list[StageFigure]:
-    """Every stage's count; ``job_queues`` are the namespace's queues."""
+def read_stages(reads: DashboardPort, namespace: str, ready: int) -> list[StageFigure]:
+    """Every stage's count, in the dashboard's order; ``ready`` is the namespace's ready
+    messages (the queues' depth counters summed)."""
     counts = dict.fromkeys(STAGES, 0)
     for stage, total in reads.stage_totals(namespace).items():
         if stage in counts:
             counts[stage] += max(total, 0)
     # Queued jobs not on a partition have no index row: the job queues' depth counts them.
-    counts["enqueued"] += sum(queue.ready for queue in job_queues)
+    counts["enqueued"] += ready
     return [StageFigure(stage, counts[stage]) for stage in STAGES]
 
 

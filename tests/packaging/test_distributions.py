@@ -82,6 +82,20 @@ def test_the_sdist_ships_the_package_and_its_docs_but_no_tests(dist: dict[str, P
     assert not [name for name in names if name.endswith((".pyc", ".sqlite3"))]
     assert "later_django/migrations/0001_initial.py" in names
     assert "later_django/templates/later_django/dashboard.html" in names
+    assert CONTRIB_WAGTAIL_PANEL in names
+
+
+#: The optional Wagtail app's template: package data outside ``later_django/templates``.
+CONTRIB_WAGTAIL_PANEL = (
+    "later_django/contrib/wagtail/templates/later_django/contrib/wagtail/panel.html"
+)
+
+
+def test_the_wheel_ships_the_contrib_apps_templates(dist: dict[str, Path]) -> None:
+    with zipfile.ZipFile(dist["wheel"]) as archive:
+        names = set(archive.namelist())
+    assert CONTRIB_WAGTAIL_PANEL in names
+    assert "later_django/contrib/wagtail/wagtail_hooks.py" in names
 
 
 def test_the_metadata_names_the_supported_versions_urls_and_extras(
