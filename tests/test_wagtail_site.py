@@ -36,11 +36,12 @@ WAGTAIL_TASKS = {
 }
 
 
-def site(database_url: str, *args: str) -> str:
-    """Runs ``django-admin *args`` of the Wagtail site on ``database_url``; its stdout."""
+def site(database_url: str, *args: str, settings: str = SETTINGS, exits: int = 0) -> str:
+    """Runs ``django-admin *args`` of the Wagtail site on ``database_url``; its stdout (and
+    its stderr when it is expected to fail: ``exits``)."""
     environment = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": SETTINGS,
+        "DJANGO_SETTINGS_MODULE": settings,
         "WAGTAIL_SITE_DATABASE_URL": database_url,
         "PYTHONPATH": str(ROOT),
         "PYTHONUNBUFFERED": "1",
@@ -53,12 +54,12 @@ def site(database_url: str, *args: str) -> str:
         timeout=300,
         cwd=ROOT,
     )
-    if result.returncode != 0:
+    if result.returncode != exits:
         raise AssertionError(
-            f"django-admin {' '.join(args)} exited {result.returncode}:\n"
+            f"django-admin {' '.join(args)} exited {result.returncode}, not {exits}:\n"
             f"{result.stdout}\n{result.stderr}"
         )
-    return result.stdout
+    return result.stdout if exits == 0 else result.stdout + result.stderr
 
 
 def last_json(output: str) -> Any:
@@ -152,6 +153,20 @@ def test_wagtails_tasks_run_with_the_guides_policy(database_url: str) -> None:
         assert seen[name]["status"] == 200
         assert not seen[name]["menu"] and not seen[name]["panel"], (name, seen[name])
     assert seen["editor"]["dashboard_status"] == 302  # not staff: the admin's login
+
+
+def test_a_site_that_forgot_later_django_in_installed_apps_is_told_so(tmp_path: Path) -> None:
+    # Wagtail's @task builds the backend while the apps load, which imports later_django's
+    # models: they must not stop the process before the check can speak.
+    said = site(
+        f"sqlite:///{tmp_path / 'unmigrated.sqlite3'}",
+        "check",
+        settings="tests.wagtail_site.settings_without_later",
+        exits=1,
+    )
+    assert "later_django.E018" in said, said
+    assert "Add 'later_django' to INSTALLED_APPS" in said
+    assert "explicit app_label" not in said
 
 
 # --- the contrib app's check, in this process (no Wagtail import needed) ---

@@ -31,3 +31,8 @@ class LaterModel(models.Model):
 
     class Meta:
         abstract = True
+        # Named, not found from the module: a process that imports the backend while
+        # "later_django" is missing from INSTALLED_APPS (Wagtail builds its tasks'
+        # backends while the apps load) then reaches check E018, which says what to
+        # add, instead of stopping at Django's "doesn't declare an explicit app_label".
+        app_label = "later_django"

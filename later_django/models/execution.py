@@ -22,7 +22,7 @@ class JobExecution(LaterModel):
     attempt = models.IntegerField(default=1)
     started_at = models.BigIntegerField()
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_job_execution"
         indexes = [models.Index(fields=["lease_until"], name="later_job_execution_lease_idx")]
 
@@ -43,7 +43,7 @@ class Worker(LaterModel):
     started_at = models.BigIntegerField()
     heartbeat_at = models.BigIntegerField()
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_worker"
         # No index on heartbeat_at (migration 0015): a few rows per namespace, found
         # through the primary key's namespace, and each heartbeat stays a HOT update.

@@ -38,7 +38,7 @@ class JobIndexEntry(LaterModel):
     queue_name = models.CharField(max_length=NAME_LENGTH, null=True)
     error_class = models.TextField(null=True)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_jobs_index"
         verbose_name = "job"
         permissions = [("manage_jobs", "Can retry, delete and run jobs from the dashboard")]
@@ -53,5 +53,5 @@ class StageCount(LaterModel):
     shard = models.SmallIntegerField(default=0, db_default=0)
     count = models.BigIntegerField(default=0)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_stage_counts"

@@ -25,7 +25,7 @@ class StorageValue(LaterModel):
     #: expiry, and the sweep deletes the record with that row (migration 0013).
     date_expire_unindexed = models.BigIntegerField(null=True)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_storage"
         verbose_name = "storage value"
 
@@ -42,7 +42,7 @@ class StorageRangeItem(LaterModel):
     value = models.BinaryField()
     date_expire = models.BigIntegerField(null=True)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_storage_range"
         constraints = [
             models.UniqueConstraint(

@@ -20,7 +20,7 @@ class LogPartition(LaterModel):
     partition_id = models.IntegerField()
     next_offset = models.BigIntegerField(default=0)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_log_partition"
 
 
@@ -36,7 +36,7 @@ class LogRecord(LaterModel):
     payload = models.BinaryField()
     appended_at = models.BigIntegerField()
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_log_record"
 
 
@@ -51,7 +51,7 @@ class LogConsumerOffset(LaterModel):
     next_offset = models.BigIntegerField(default=0)
     updated_at = models.BigIntegerField()
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_log_consumer_offset"
 
 
@@ -66,7 +66,7 @@ class LogConsumerMember(LaterModel):
     joined_at = models.BigIntegerField()
     heartbeat_at = models.BigIntegerField()
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_log_consumer_member"
 
 
@@ -82,5 +82,5 @@ class LogConsumerLease(LaterModel):
     lease_until = models.BigIntegerField(default=0)
     epoch = models.BigIntegerField(default=0)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_log_consumer_lease"

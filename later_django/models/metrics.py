@@ -21,7 +21,7 @@ class JobTransitionMetric(LaterModel):
     minute_bucket = models.BigIntegerField()
     count = models.BigIntegerField(default=0)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_job_transition_metrics"
 
 
@@ -36,7 +36,7 @@ class JobWaitMetric(LaterModel):
     sum_ms = models.BigIntegerField(default=0)
     max_ms = models.BigIntegerField(default=0)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_job_wait_metrics"
 
 
@@ -73,7 +73,7 @@ class TaskMinuteMetric(LaterModel):
     max_ms = models.BigIntegerField(default=0)
     sample_job_id = models.CharField(max_length=NAME_LENGTH, default="")
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_task_minute"
 
 
@@ -86,5 +86,5 @@ class QueueSample(LaterModel):
     queued = models.BigIntegerField(default=0)
     partitioned = models.BigIntegerField(default=0)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_queue_samples"

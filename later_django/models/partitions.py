@@ -20,7 +20,7 @@ class Topic(LaterModel):
     partitions = models.IntegerField()
     created_at = models.BigIntegerField()
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_topic"
 
 
@@ -33,7 +33,7 @@ class PartitionSequence(LaterModel):
     partition_id = models.IntegerField()
     next_sequence = models.BigIntegerField(default=0)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_partition_sequence"
 
 
@@ -48,7 +48,7 @@ class PartitionJob(LaterModel):
     job_id = models.CharField(max_length=NAME_LENGTH)
     earliest_run_at = models.BigIntegerField()
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_partition_job"
         constraints = [
             models.UniqueConstraint(
@@ -79,7 +79,7 @@ class PartitionHead(LaterModel):
     earliest_run_at = models.BigIntegerField()
     stage = models.CharField(max_length=20)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_partition_head"
         indexes = [
             models.Index(
@@ -99,5 +99,5 @@ class PartitionLease(LaterModel):
     lease_until = models.BigIntegerField(default=0)
     epoch = models.BigIntegerField(default=0)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_partition_lease"

@@ -26,7 +26,7 @@ class DeliveryMessage(LaterModel):
     #: ``enqueued`` is an attempt lost before its start was written.
     deliveries = models.IntegerField(default=0, db_default=0)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_delivery_queue"
 
 
@@ -39,5 +39,5 @@ class QueueDepth(LaterModel):
     shard = models.SmallIntegerField(default=0, db_default=0)
     ready = models.BigIntegerField(default=0)
 
-    class Meta:
+    class Meta(LaterModel.Meta):
         db_table = "later_queue_depth"
