@@ -26,15 +26,14 @@ if not ON_POSTGRES:
     # later_django's writers take the write lock when their transaction begins (W001).
     DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 30}
 
+# Wagtail's apps that pages, search and the admin's home page need (`wagtail start`
+# adds forms, redirects and snippets: more migrations, nothing this site uses).
 INSTALLED_APPS = [
     "tests.wagtail_site.home",
     "later_django",
     "later_django.contrib.wagtail",
-    "wagtail.contrib.forms",
-    "wagtail.contrib.redirects",
     "wagtail.sites",
     "wagtail.users",
-    "wagtail.snippets",
     "wagtail.documents",
     "wagtail.images",
     "wagtail.search",
@@ -42,7 +41,6 @@ INSTALLED_APPS = [
     "wagtail",
     "modelcluster",
     "taggit",
-    "django_filters",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

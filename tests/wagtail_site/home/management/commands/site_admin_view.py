@@ -29,38 +29,43 @@ def _user(name: str, *, staff: bool, superuser: bool, permissions: list[str]) ->
     return user
 
 
+def admin_views() -> dict[str, Any]:
+    """What ``/admin/`` shows each user (the module's docstring), by user name."""
+    users = {
+        "boss": _user("boss", staff=True, superuser=True, permissions=[]),
+        "operator": _user(
+            "operator",
+            staff=True,
+            superuser=False,
+            permissions=["access_admin", "view_jobindexentry"],
+        ),
+        "clerk": _user("clerk", staff=True, superuser=False, permissions=["access_admin"]),
+        "editor": _user("editor", staff=False, superuser=False, permissions=["access_admin"]),
+    }
+    seen = {}
+    for name, user in users.items():
+        client = Client()
+        client.force_login(user)
+        response = client.get("/admin/")
+        html = response.content.decode()
+        seen[name] = {
+            "status": response.status_code,
+            "menu": "Background jobs" in html and DASHBOARD in html,
+            "panel": 'id="later-jobs' in html,
+            "stages": {
+                stage: int(count)
+                for stage, count in re.findall(
+                    r'data-later-stage="(\w+)" data-later-count="(\d+)"', html
+                )
+            },
+            "failed_last_hour": [
+                int(value) for value in re.findall(r'data-later-failed-last-hour="(\d+)"', html)
+            ],
+            "dashboard_status": client.get(DASHBOARD).status_code,
+        }
+    return seen
+
+
 class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
-        users = {
-            "boss": _user("boss", staff=True, superuser=True, permissions=[]),
-            "operator": _user(
-                "operator",
-                staff=True,
-                superuser=False,
-                permissions=["access_admin", "view_jobindexentry"],
-            ),
-            "clerk": _user("clerk", staff=True, superuser=False, permissions=["access_admin"]),
-            "editor": _user("editor", staff=False, superuser=False, permissions=["access_admin"]),
-        }
-        seen = {}
-        for name, user in users.items():
-            client = Client()
-            client.force_login(user)
-            response = client.get("/admin/")
-            html = response.content.decode()
-            seen[name] = {
-                "status": response.status_code,
-                "menu": "Background jobs" in html and DASHBOARD in html,
-                "panel": 'id="later-jobs' in html,
-                "stages": {
-                    stage: int(count)
-                    for stage, count in re.findall(
-                        r'data-later-stage="(\w+)" data-later-count="(\d+)"', html
-                    )
-                },
-                "failed_last_hour": [
-                    int(value) for value in re.findall(r'data-later-failed-last-hour="(\d+)"', html)
-                ],
-                "dashboard_status": client.get(DASHBOARD).status_code,
-            }
-        self.stdout.write(json.dumps(seen))
+        self.stdout.write(json.dumps(admin_views()))

@@ -4,7 +4,8 @@ publishes ``--articles`` articles (each linking to the one before), publishes th
 still waiting). Prints one JSON object: the articles' ids, the deleted one's id, how
 many enqueues Wagtail made (calls of the backend's ``enqueue``, counted by wrapping it
 in this process) and how many distinct jobs they returned (a unique policy folds a
-duplicate into the pending job)."""
+duplicate into the pending job), and :func:`site_report.report` as it stands then
+(``waiting``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from wagtail.models import Page
 
 from later_django.compat.tasks import task_backends
+from tests.wagtail_site.home.management.commands.site_report import report
 from tests.wagtail_site.home.models import ArticlePage
 
 
@@ -58,5 +60,6 @@ class Command(BaseCommand):
             "deleted": deleted_id,
             "enqueues": len(enqueued),
             "jobs": len(set(enqueued)),
+            "waiting": report(),
         }
         self.stdout.write(json.dumps(edited))
