@@ -10,7 +10,7 @@ and is deleted later by :meth:`UpkeepStore.sweep_expired
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import groupby
@@ -368,6 +368,27 @@ class KeyValueStore:
             "date_expire": expire_at_ms(now, ttl_seconds),
         }
         return self._driver.fetch_one(self._q.replace_if, params) is not None
+
+    def decrement_counters(self, amounts: Mapping[str, int]) -> dict[str, int]:
+        """Subtracts ``amounts[key]`` from the counter of each existing counter row,
+        returning the counters as left; absent keys (and rows without a counter) are
+        left out and not created.
+
+        One statement per distinct amount (a fan-in's finish: one). On PostgreSQL
+        the rows are locked in key order (``FOR UPDATE``) before they change, so two
+        transactions decrementing the same keys never wait on each other in a
+        circle, and of concurrent callers each sees the value its own decrement
+        left. Call it inside ``atomic()``: the row locks last until it ends."""
+        by_amount: dict[int, list[str]] = {}
+        for key, amount in amounts.items():
+            by_amount.setdefault(amount, []).append(key)
+        left: dict[str, int] = {}
+        now = now_ms()
+        for amount, keys in sorted(by_amount.items()):
+            params = {"keys": self._driver.list_param(sorted(keys)), "by": amount, "now": now}
+            for key, counter in self._driver.fetch_all(self._q.decrement_many, params):
+                left[key] = int(counter)
+        return left
 
     def set_if_absent(self, key: str, value: bytes, ttl_seconds: float | None = None) -> bool:
         """Creates ``key`` with ``value`` only if it has no unexpired value; ``True`` if

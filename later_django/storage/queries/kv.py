@@ -142,6 +142,9 @@ class KvQueries:
     delete_many: str
     range_clear_many: str
     range_members_many: str
+    #: Subtracts ``by`` from the counters of ``keys`` (rows with a counter only),
+    #: returning ``(key, counter_value)``; PostgreSQL locks the rows in key order first.
+    decrement_many: str
     #: Rows of (key, value, date_expire, date_expire_unindexed), shared ``now``; keys
     #: distinct, in key order.
     set_many: RowsStatement

@@ -20,6 +20,12 @@ class PostgresKvQueries(KvQueries):
         "SELECT range_key, value FROM later_storage_range "
         "WHERE range_key = ANY(%(keys)s) AND " + LIVE_MEMBER + " ORDER BY range_key, sequence"
     )
+    decrement_many = (
+        "UPDATE later_storage SET counter_value = counter_value - %(by)s, date_updated = %(now)s "
+        "WHERE key IN (SELECT key FROM later_storage WHERE key = ANY(%(keys)s) "
+        "AND counter_value IS NOT NULL ORDER BY key FOR UPDATE) "
+        "RETURNING key, counter_value"
+    )
     set_many = RowsStatement(
         SET_INTO + "SELECT batch.key, batch.value, NULL, %(now)s, NULL, batch.date_expire, "
         "batch.date_expire_unindexed "

@@ -20,6 +20,12 @@ class SqliteKvQueries(KvQueries):
         "SELECT range_key, value FROM later_storage_range "
         "WHERE range_key IN " + _KEYS + " AND " + LIVE_MEMBER + " ORDER BY range_key, sequence"
     )
+    # The transaction holds SQLite's write lock: no row locks to take.
+    decrement_many = (
+        "UPDATE later_storage SET counter_value = counter_value - %(by)s, date_updated = %(now)s "
+        "WHERE key IN " + _KEYS + " AND counter_value IS NOT NULL "
+        "RETURNING key, counter_value"
+    )
     set_many = RowsStatement(
         SET_INTO + "VALUES {values}" + SET_CONFLICT,
         row="(%(key)s, %(value)s, NULL, %(now)s, NULL, %(date_expire)s, %(date_expire_unindexed)s)",
