@@ -79,8 +79,6 @@ def release_children(
             members = None
         if not ranges:
             return
-        for key in sorted(ranges):
-            writes.add(RangeClear(key))
         parents = _move_children(
             writes, dict(zip(keys, parents, strict=True)), ranges, stores, now, settings
         )
@@ -95,13 +93,14 @@ def _move_children(
     settings: LaterSettings,
 ) -> list[JobRecord]:
     """Moves the children named in ``ranges`` (the children ranges of finished
-    parents, by range key); returns those it failed, whose children move next.
+    parents, by range key), emptying the ranges; returns the children it failed,
+    whose own children move next.
 
-    Fan-in children first drop their pending counts (:func:`fan_in.decrement`);
-    then one read locks the records of the ``continue_with`` children and of the
-    fan-in children this transaction moves. Locked: a cancel of a waiting child
-    (engine.cancellation) holds its row, and is then seen here, rather than
-    overwritten."""
+    Fan-in children first drop their pending counts (:func:`fan_in.decrement`,
+    whose statement empties the ranges too); then one read locks the records of the
+    ``continue_with`` children and of the fan-in children this transaction moves.
+    Locked: a cancel of a waiting child (engine.cancellation) holds its row, and is
+    then seen here, rather than overwritten."""
     parent_of_child: dict[str, JobRecord] = {}
     fan_in_parents: dict[str, list[JobRecord]] = {}
     for key, range_members in ranges.items():
@@ -111,7 +110,13 @@ def _move_children(
                 fan_in_parents.setdefault(child_id, []).append(parent_of_range[key])
             else:
                 parent_of_child[child_id] = parent_of_range[key]
-    resolutions = fan_in.decrement(stores, writes.namespace, fan_in_parents)
+    if fan_in_parents:
+        # The ranges are emptied by the decrement itself (its statement, on PostgreSQL).
+        resolutions = fan_in.decrement(stores, writes.namespace, fan_in_parents, list(ranges))
+    else:
+        resolutions = {}
+        for key in sorted(ranges):
+            writes.add(RangeClear(key))
     to_read = sorted({*parent_of_child, *resolutions})
     if not to_read:
         return []

@@ -98,19 +98,22 @@ class Resolution:
 
 
 def decrement(
-    stores: Stores, namespace: str, finishing: Mapping[str, Sequence[JobRecord]]
+    stores: Stores,
+    namespace: str,
+    finishing: Mapping[str, Sequence[JobRecord]],
+    ranges: Sequence[str] = (),
 ) -> dict[str, Resolution]:
     """Drops the pending count of each fan-in child in ``finishing`` (child id -> its
     parents finishing in this transaction) by the number of those parents, in one
-    statement (rows locked in key order until the commit). Returns the children
+    statement (rows locked in key order until the commit) that also empties the
+    finishing parents' children ``ranges``. Returns the children
     this transaction must move: those it brought to 0 and those with an
     unsuccessful parent among ``finishing``. A child whose counter is gone (moved
     already: failed at once by another parent) is left out."""
-    if not finishing:
-        return {}
     keys = {child_id: pending_parents_key(namespace, child_id) for child_id in finishing}
     left = stores.kv.decrement_counters(
-        {keys[child_id]: len(parents) for child_id, parents in finishing.items()}
+        {keys[child_id]: len(parents) for child_id, parents in finishing.items()},
+        clear_ranges=ranges,
     )
     resolutions: dict[str, Resolution] = {}
     for child_id, parents in finishing.items():

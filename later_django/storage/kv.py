@@ -369,10 +369,14 @@ class KeyValueStore:
         }
         return self._driver.fetch_one(self._q.replace_if, params) is not None
 
-    def decrement_counters(self, amounts: Mapping[str, int]) -> dict[str, int]:
+    def decrement_counters(
+        self, amounts: Mapping[str, int], *, clear_ranges: Sequence[str] = ()
+    ) -> dict[str, int]:
         """Subtracts ``amounts[key]`` from the counter of each existing counter row,
         returning the counters as left; absent keys (and rows without a counter) are
-        left out and not created.
+        left out and not created. Also empties the ranges ``clear_ranges`` (a
+        finishing parent's children ranges: on PostgreSQL in the same statement, so
+        the decrement is a finish's last round trip before its commit).
 
         One statement per distinct amount (a fan-in's finish: one). On PostgreSQL
         the rows are locked in key order (``FOR UPDATE``) before they change, so two
@@ -382,10 +386,22 @@ class KeyValueStore:
         by_amount: dict[int, list[str]] = {}
         for key, amount in amounts.items():
             by_amount.setdefault(amount, []).append(key)
+        ranges = sorted(set(clear_ranges))
+        if ranges and not self._driver.combines_statements:
+            self._driver.execute(
+                self._q.range_clear_many, {"keys": self._driver.list_param(ranges)}
+            )
+            ranges = []
         left: dict[str, int] = {}
         now = now_ms()
         for amount, keys in sorted(by_amount.items()):
-            params = {"keys": self._driver.list_param(sorted(keys)), "by": amount, "now": now}
+            params = {
+                "keys": self._driver.list_param(sorted(keys)),
+                "by": amount,
+                "now": now,
+                "ranges": self._driver.list_param(ranges),
+            }
+            ranges = []
             for key, counter in self._driver.fetch_all(self._q.decrement_many, params):
                 left[key] = int(counter)
         return left

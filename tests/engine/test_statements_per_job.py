@@ -37,7 +37,7 @@ KINDS = (
     (r"later_claim_counted|UPDATE later_delivery_queue\s+SET lease_owner", "claim"),
     (r"^\s*WITH p0 AS", "one combined write"),
     (r"^\s*SELECT range_key", "read continuations"),
-    (r"^\s*UPDATE later_storage SET counter_value = counter_value -", "decrement counters"),
+    (r"SET counter_value = counter_value -", "decrement counters"),
     (r"^\s*DELETE FROM later_storage_range\b", "clear ranges"),
     (r"^\s*DELETE FROM later_storage\b", "delete keys"),
     (r"^\s*DELETE FROM later_jobs_index\b", "delete index rows"),
@@ -137,8 +137,7 @@ FAN_IN_PINNED = {
             "BEGIN",
             "one combined write",
             "read continuations",
-            "decrement counters",
-            "one combined write",  # the parent's children range cleared
+            "decrement counters",  # the parent's children range emptied by it too
             "COMMIT",
         ],
         "last": [
@@ -147,7 +146,7 @@ FAN_IN_PINNED = {
             "read continuations",
             "decrement counters",
             "read records",  # the child, locked
-            "one combined write",  # the child ready, its counter and the range gone
+            "one combined write",  # the child ready, its counter gone
             "COMMIT",
         ],
     },
@@ -159,8 +158,8 @@ FAN_IN_PINNED = {
             "write index rows",
             "release execution leases",
             "read continuations",
-            "decrement counters",
             "clear ranges",
+            "decrement counters",
             "COMMIT",
         ],
         "last": [
@@ -170,11 +169,11 @@ FAN_IN_PINNED = {
             "write index rows",
             "release execution leases",
             "read continuations",
+            "clear ranges",
             "decrement counters",
             "read records",
             "write records",
             "delete keys",
-            "clear ranges",
             "delete index rows",
             "publish",
             "COMMIT",
@@ -206,8 +205,10 @@ def finish_statements(alias: str, parents: list[str]) -> list[str]:
 def test_a_parents_finish_with_a_fan_in_child_is_a_fixed_list_of_statements(
     engine_db: str,
 ) -> None:
-    """The fan-in costs a finish one statement (the counters' decrement) while other
-    parents are unfinished; the last parent's finish also reads and moves the child."""
+    """The fan-in costs a finish one statement on PostgreSQL (the counters' decrement,
+    which also empties the parent's children range) while other parents are
+    unfinished; the last parent's finish also reads and moves the child. A finish
+    without a fan-in child is unchanged (the pins above)."""
     parents = [tasks.add.enqueue(n, n).id for n in range(2)]
     after(parents, tasks.add, 0, 0)
     steps = {

@@ -199,6 +199,22 @@ def test_decrement_counters_returns_what_each_decrement_left(db_alias: str) -> N
     assert kv.decrement_counters({}) == {}
 
 
+def test_decrement_counters_empties_the_ranges_it_is_given(db_alias: str) -> None:
+    kv = stores_for(db_alias).kv
+    kv.apply(
+        [
+            Increment("count", 2),
+            RangeAdd("cleared", b"a"),
+            RangeAdd("cleared", b"b"),
+            RangeAdd("kept", b"c"),
+        ]
+    )
+    with transaction.atomic(using=db_alias):
+        left = kv.decrement_counters({"count": 1}, clear_ranges=["cleared", "absent"])
+    assert left == {"count": 1}
+    assert kv.range_members_many(["cleared", "kept"]) == {"kept": [b"c"]}
+
+
 def test_concurrent_decrements_of_one_counter_each_see_their_own_result(db_alias: str) -> None:
     """Of concurrent callers exactly one brings the counter to 0 (SQLite serialises
     writers; PostgreSQL locks the row until each transaction commits)."""
@@ -215,7 +231,7 @@ def test_concurrent_decrements_of_one_counter_each_see_their_own_result(db_alias
                 left = stores_for(db_alias).kv.decrement_counters({"fan": 1})
             with lock:
                 seen.append(left["fan"])
-        except BaseException as error:  # noqa: BLE001 - reported below
+        except BaseException as error:
             errors.append(error)
         finally:
             connections[db_alias].close()

@@ -72,13 +72,16 @@ class KeyValuePort(Protocol):
         one statement; ``True`` if this call replaced it (of concurrent callers expecting
         the same value, exactly one). An absent or expired key is left absent."""
 
-    def decrement_counters(self, amounts: Mapping[str, int]) -> dict[str, int]:
+    def decrement_counters(
+        self, amounts: Mapping[str, int], *, clear_ranges: Sequence[str] = ()
+    ) -> dict[str, int]:
         """Subtracts ``amounts[key]`` from the counter of each existing counter row in
-        ``amounts``, in one statement per distinct amount, and returns the counters as
-        left (absent keys and rows without a counter are left out and not created).
-        PostgreSQL locks the rows in key order until the transaction ends, so
-        concurrent callers serialise per row and each sees the value its own
-        decrement left. Call it inside ``atomic()``."""
+        ``amounts`` and returns the counters as left (absent keys and rows without a
+        counter are left out and not created); also empties the ranges
+        ``clear_ranges``. One statement per distinct amount (PostgreSQL clears the
+        ranges in the first). PostgreSQL locks the counter rows in key order until the
+        transaction ends, so concurrent callers serialise per row and each sees the
+        value its own decrement left. Call it inside ``atomic()``."""
 
     def set_if_absent(self, key: str, value: bytes, ttl_seconds: float | None = None) -> bool:
         """Creates ``key`` with ``value`` only if it has no unexpired value; ``True`` if this

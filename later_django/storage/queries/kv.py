@@ -143,7 +143,8 @@ class KvQueries:
     range_clear_many: str
     range_members_many: str
     #: Subtracts ``by`` from the counters of ``keys`` (rows with a counter only),
-    #: returning ``(key, counter_value)``; PostgreSQL locks the rows in key order first.
+    #: returning ``(key, counter_value)``; PostgreSQL locks the rows in key order first
+    #: and empties the ranges ``ranges`` in the same statement.
     decrement_many: str
     #: Rows of (key, value, date_expire, date_expire_unindexed), shared ``now``; keys
     #: distinct, in key order.

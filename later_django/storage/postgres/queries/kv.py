@@ -20,7 +20,9 @@ class PostgresKvQueries(KvQueries):
         "SELECT range_key, value FROM later_storage_range "
         "WHERE range_key = ANY(%(keys)s) AND " + LIVE_MEMBER + " ORDER BY range_key, sequence"
     )
+    # The ranges (a finishing parent's children ranges) are emptied by the same statement.
     decrement_many = (
+        "WITH cleared AS (DELETE FROM later_storage_range WHERE range_key = ANY(%(ranges)s)) "
         "UPDATE later_storage SET counter_value = counter_value - %(by)s, date_updated = %(now)s "
         "WHERE key IN (SELECT key FROM later_storage WHERE key = ANY(%(keys)s) "
         "AND counter_value IS NOT NULL ORDER BY key FOR UPDATE) "

@@ -20,7 +20,8 @@ class SqliteKvQueries(KvQueries):
         "SELECT range_key, value FROM later_storage_range "
         "WHERE range_key IN " + _KEYS + " AND " + LIVE_MEMBER + " ORDER BY range_key, sequence"
     )
-    # The transaction holds SQLite's write lock: no row locks to take.
+    # The transaction holds SQLite's write lock: no row locks to take. ``ranges`` is
+    # always empty here: KeyValueStore.decrement_counters clears them first.
     decrement_many = (
         "UPDATE later_storage SET counter_value = counter_value - %(by)s, date_updated = %(now)s "
         "WHERE key IN " + _KEYS + " AND counter_value IS NOT NULL "
