@@ -13,6 +13,7 @@ Times come from the jobs' records (epoch ms, one clock):
   above plus the commit, the wake-up and a claim.
 * ``of_drain``: the parents' drain rate over the plain drain's rate in the same run
   (each: jobs / (the last one's ``finished_at`` - the enqueue's commit)).
+* ``after_seconds``: the ``after()`` call itself (inside the parents' transaction).
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ def _drain(bench: ModuleType, jobs: int, timeout: float, fan_in: bool) -> dict[s
     before = bench.finished_count(bench.LATER)
     with transaction.atomic():
         ids = enqueue_many(noop, [((), {})] * jobs, ids_only=True)
+        started = time.perf_counter()
         child = after(ids, noop) if fan_in else None
+        after_s = time.perf_counter() - started
     committed_ms = time.time() * 1000
     expected = jobs + (1 if fan_in else 0)
     _seconds, success, failed = bench.wait_finished(bench.LATER, expected, timeout, before)
@@ -63,6 +66,7 @@ def _drain(bench: ModuleType, jobs: int, timeout: float, fan_in: bool) -> dict[s
         "completed": success + failed,
         "failed": failed,
         "rate": jobs / max((last_finish - committed_ms) / 1000, 1e-6),
+        "after_seconds": after_s,
     }
     if child is not None:
         (record,) = _records([child.id])
@@ -88,6 +92,7 @@ def run(options: argparse.Namespace, log_dir: Path, bench: ModuleType) -> dict[s
         "child_stage": fanned["child_stage"],
         "of_drain": fanned["rate"] / plain["rate"],
         "parents_rate": fanned["rate"],
+        "after_seconds": fanned["after_seconds"],
         "plain_rate": plain["rate"],
         "jobs": options.drain_jobs,
         "completed": fanned["completed"],
@@ -117,6 +122,7 @@ def figures(results: list[dict[str, Any]], line: Any) -> list[dict[str, Any]]:
             of_drain=median("of_drain"),
             of_drain_runs=[round(result["of_drain"], 3) for result in results],
             parents_rate=median("parents_rate"),
+            after_seconds=median("after_seconds"),
             plain_rate=median("plain_rate"),
             child_stage=[result["child_stage"] for result in results],
             failed=sum(result["failed"] for result in results),
