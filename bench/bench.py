@@ -84,8 +84,9 @@ Scenarios (``--scenarios``, default all):
   most 8 of the 32 threads run a job at once) -> jobs/s; what a concurrency limit
   costs the claim (slots taken and given back around every claim and finish).
 * ``fan_in`` (later_django only; ``bench/fan_in.py``): on the idle workers, a plain
-  drain of ``--drain-jobs`` no-op jobs, then as many no-op parents with one child
-  waiting for all of them (``api.after``), each batch one committed transaction ->
+  drain of ``--drain-jobs`` no-op jobs, then twice as many no-op parents with one
+  child waiting for all of them (``api.after``), then the plain drain again (ABBA),
+  each batch one committed transaction ->
   ``ready_ms`` (the value: the child's ``ready_at`` - the last parent's
   ``finished_at``, from the records), ``started_ms`` (to the child's start), and
   ``of_drain`` (the parents' drain rate / the plain drain's, same run).
