@@ -120,11 +120,20 @@ class DeleteRun:
     keys: list[str]
 
 
+@dataclass(frozen=True)
+class RangeAddRun:
+    """Two or more consecutive ``RangeAdd`` operations, the last one per member, in
+    their order (a fan-in child's edges: one member in each parent's range)."""
+
+    adds: list[RangeAdd]
+
+
 def _batch_runs(
     operations: Sequence[StorageOperation],
-) -> Iterator[StorageOperation | SetRun | DeleteRun]:
-    """``operations`` with each run of consecutive ``Set`` (or ``Delete``) operations
-    folded into one :class:`SetRun` (:class:`DeleteRun`).
+) -> Iterator[StorageOperation | SetRun | DeleteRun | RangeAddRun]:
+    """``operations`` with each run of consecutive ``Set`` (or ``Delete``, or two or
+    more ``RangeAdd``) operations folded into one :class:`SetRun` (:class:`DeleteRun`,
+    :class:`RangeAddRun`).
 
     Within a run only the last ``Set`` of a key matters (it replaces the whole
     entry), and keys are sorted so concurrent writers lock rows in one order.
@@ -135,6 +144,10 @@ def _batch_runs(
             yield SetRun([last_per_key[key] for key in sorted(last_per_key)])
         elif kind is Delete:
             yield DeleteRun(sorted({operation.key for operation in run}))
+        elif kind is RangeAdd:
+            last = {(op.key, op.value): op for op in run if isinstance(op, RangeAdd)}
+            adds = list(last.values())
+            yield RangeAddRun(adds) if len(adds) > 1 else adds[0]
         else:
             yield from run
 
@@ -217,7 +230,8 @@ class KeyValueStore:
 
         Consecutive ``Set`` operations are written by one statement, and so are
         consecutive ``Delete`` operations (a job batch's records cost one round
-        trip, not one per job); the effect is that of applying them in order.
+        trip, not one per job) and two or more consecutive ``RangeAdd`` operations
+        (a fan-in child's edges); the effect is that of applying them in order.
         """
         if not operations:
             return
@@ -236,7 +250,7 @@ class KeyValueStore:
                 self._apply_one(cursor, step, now)
 
     def _apply_one(
-        self, cursor: Any, operation: StorageOperation | SetRun | DeleteRun, now: int
+        self, cursor: Any, operation: StorageOperation | SetRun | DeleteRun | RangeAddRun, now: int
     ) -> None:
         """One operation (or run of Sets or Deletes) of ``apply`` on ``cursor``."""
         q = self._q
@@ -250,6 +264,8 @@ class KeyValueStore:
                 cursor.execute(q.expire, {"date_expire": expire, "key": key, "now": now})
             case Increment(key, by):
                 cursor.execute(q.increment, {"key": key, "by": by, "now": now})
+            case RangeAddRun(adds):
+                self._range_add_run(cursor, adds, now)
             case RangeAdd(key, value, ttl_seconds):
                 member = {"key": key, "value": value, "now": now}
                 member["date_expire"] = expire_at_ms(now, ttl_seconds)
@@ -269,6 +285,26 @@ class KeyValueStore:
                     f"apply() got {operation!r}, which is not a storage operation "
                     f"(one of {_OPERATION_NAMES})"
                 )
+
+    def _range_add_run(self, cursor: Any, adds: list[RangeAdd], now: int) -> None:
+        """``RangeAdd`` of every member of ``adds`` (distinct members) in one statement:
+        new members inserted in order, live ones take their new expiry; an expired
+        member (the statement leaves it) is replaced one by one, as ``RangeAdd`` does."""
+        rows = [
+            {"key": op.key, "value": op.value, "date_expire": expire_at_ms(now, op.ttl_seconds)}
+            for op in adds
+        ]
+        written = {
+            (key, as_bytes(value))
+            for key, value in self._driver.execute_rows(
+                self._q.range_add_many, rows, {"now": now}, returning=True
+            )
+        }
+        for row in rows:
+            if (row["key"], row["value"]) not in written:
+                member = {**row, "now": now}
+                cursor.execute(self._q.range_remove_expired_member, member)
+                cursor.execute(self._q.range_insert, member)
 
     # --- parts of a combined write (storage.batch, PostgreSQL) ---
 
