@@ -141,15 +141,16 @@ def after(
     """Enqueues ``task(*args, **kwargs)`` to run once every job of ``parents`` (ids or
     ``TaskResult`` values; duplicates count once) has finished: a fan-in.
 
-    The child waits in stage ``waiting`` and is enqueued in the transaction of its
-    last parent's finish, exactly once however many parents finish together. With
-    ``on="success"`` (the default) the first parent that fails or is cancelled makes
-    the child fail at once, ``parent <id> failed`` (and its own such children, in
-    turn); with ``on="finish"`` it runs either way. Parents already finished count
-    at once. One parent is :func:`continue_with`. Raises ``ParentNotFound`` naming an
-    unknown parent (nothing written) and ``ValueError`` for no parent or another ``on``.
+    The child waits in stage ``waiting``, enqueued in the transaction of its last
+    parent's finish, exactly once however many parents finish together. With
+    ``on="success"`` (the default) a parent that fails or is cancelled fails the child
+    at once, ``parent <id> failed`` (and its own such children, in turn); with
+    ``on="finish"`` it runs either way. Parents already finished count at once; one
+    parent is :func:`continue_with`. Raises ``ParentNotFound`` naming an unknown
+    parent (nothing written), ``ValueError`` for no parent or another ``on``, and
+    ``TypeError`` for one parent not in a list.
     """
-    ids = fan_in.parent_ids(p.id if isinstance(p, TaskResult) else str(p) for p in parents)
+    ids = fan_in.parent_ids(parents)
     if len(ids) == 1:
         return continue_with(ids[0], task, *args, on=on, **kwargs)
     if on not in CONTINUE_ON:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from later_django.compat.tasks import TaskResult
 from later_django.conf import LaterSettings
 from later_django.core import stages
 from later_django.core.keys import children_key, fan_in_member, pending_parents_key
@@ -37,10 +38,14 @@ from later_django.storage.stores import Stores
 from later_django.storage.types import Delete, Increment, RangeAdd
 
 
-def parent_ids(parents: Iterable[str]) -> tuple[str, ...]:
-    """The distinct parent ids of ``after(parents, ...)``, in first-seen order;
-    ``ValueError`` naming the rule when there is none."""
-    distinct = tuple(dict.fromkeys(parents))
+def parent_ids(parents: Iterable[str | TaskResult]) -> tuple[str, ...]:
+    """The distinct parent ids of ``after(parents, ...)`` (ids or ``TaskResult``
+    values), in first-seen order. ``ValueError`` naming the rule when there is none;
+    ``TypeError`` for one id or result given alone (a string would be read as a
+    list of one-character ids)."""
+    if isinstance(parents, str | TaskResult):
+        raise TypeError(f"after() takes a list of parent jobs, got one: {parents!r}")
+    distinct = tuple(dict.fromkeys(p.id if isinstance(p, TaskResult) else str(p) for p in parents))
     if not distinct:
         raise ValueError("after() needs at least one parent job: parents is empty")
     return distinct

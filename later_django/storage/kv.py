@@ -10,15 +10,14 @@ and is deleted later by :meth:`UpkeepStore.sweep_expired
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
-from itertools import groupby
 from typing import Any
 
 from later_django.core.clock import now_ms
 from later_django.models.base import KEY_LENGTH
 from later_django.storage.driver import Driver, as_bytes
+from later_django.storage.kv_runs import DeleteRun, RangeAddRun, SetRun, batch_runs
 from later_django.storage.queries.kv import NEWEST_FIRST_START, OLDEST_FIRST_START, KvQueries
 from later_django.storage.types import (
     Delete,
@@ -104,52 +103,6 @@ def set_rows(sets: Sequence[Set], now: int) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-@dataclass(frozen=True)
-class SetRun:
-    """Consecutive ``Set`` operations, the last one per key, in key order."""
-
-    sets: list[Set]
-
-
-@dataclass(frozen=True)
-class DeleteRun:
-    """The distinct keys of consecutive ``Delete`` operations, in key order."""
-
-    keys: list[str]
-
-
-@dataclass(frozen=True)
-class RangeAddRun:
-    """Two or more consecutive ``RangeAdd`` operations, the last one per member, in
-    their order (a fan-in child's edges: one member in each parent's range)."""
-
-    adds: list[RangeAdd]
-
-
-def _batch_runs(
-    operations: Sequence[StorageOperation],
-) -> Iterator[StorageOperation | SetRun | DeleteRun | RangeAddRun]:
-    """``operations`` with each run of consecutive ``Set`` (or ``Delete``, or two or
-    more ``RangeAdd``) operations folded into one :class:`SetRun` (:class:`DeleteRun`,
-    :class:`RangeAddRun`).
-
-    Within a run only the last ``Set`` of a key matters (it replaces the whole
-    entry), and keys are sorted so concurrent writers lock rows in one order.
-    """
-    for kind, run in groupby(operations, key=type):
-        if kind is Set:
-            last_per_key = {op.key: op for op in run if isinstance(op, Set)}
-            yield SetRun([last_per_key[key] for key in sorted(last_per_key)])
-        elif kind is Delete:
-            yield DeleteRun(sorted({operation.key for operation in run}))
-        elif kind is RangeAdd:
-            last = {(op.key, op.value): op for op in run if isinstance(op, RangeAdd)}
-            adds = list(last.values())
-            yield RangeAddRun(adds) if len(adds) > 1 else adds[0]
-        else:
-            yield from run
 
 
 def members_by_range(rows: Iterable[Sequence[Any]]) -> dict[str, list[bytes]]:
@@ -238,7 +191,7 @@ class KeyValueStore:
         for operation in operations:
             check_operation(operation)
         now = now_ms()
-        steps = list(_batch_runs(operations))
+        steps = list(batch_runs(operations))
         # A run of Sets writes through execute_rows' own cursor: a batch of records
         # alone (every enqueue's) needs no other.
         needs_cursor = any([not isinstance(step, SetRun) for step in steps])

@@ -193,6 +193,8 @@ def test_no_parent_or_an_unknown_on_is_refused(engine_db: str) -> None:
     a, b = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
     with pytest.raises(ValueError, match="on must be one of"):
         after([a, b], tasks.add, 1, 2, on="failure")
+    with pytest.raises(TypeError, match="takes a list of parent jobs"):
+        after(a.id, tasks.add, 1, 2)
     assert row_counts(engine_db)["later_storage"] == 2
 
 
