@@ -141,14 +141,13 @@ def after(
     """Enqueues ``task(*args, **kwargs)`` to run once every job of ``parents`` (ids or
     ``TaskResult`` values; duplicates count once) has finished: a fan-in.
 
-    The child waits in stage ``waiting``, enqueued in the transaction of its last
-    parent's finish, exactly once however many parents finish together. With
-    ``on="success"`` (the default) a parent that fails or is cancelled fails the child
-    at once, ``parent <id> failed`` (and its own such children, in turn); with
-    ``on="finish"`` it runs either way. Parents already finished count at once; one
-    parent is :func:`continue_with`. Raises ``ParentNotFound`` naming an unknown
-    parent (nothing written), ``ValueError`` for no parent or another ``on``, and
-    ``TypeError`` for one parent not in a list.
+    The child waits (``waiting``) until its last parent's finish enqueues it, exactly
+    once however many parents finish together. With ``on="success"`` (the default) a
+    parent that fails or is cancelled fails the child at once, ``parent <id> failed``
+    (and its own such children, in turn); with ``on="finish"`` it runs either way.
+    Parents already finished count at once; one parent is :func:`continue_with`.
+    Raises ``ParentNotFound`` naming an unknown parent (nothing written),
+    ``ValueError`` for no parent or another ``on``, ``TypeError`` for one not in a list.
     """
     ids = fan_in.parent_ids(parents)
     if len(ids) == 1:
