@@ -83,6 +83,13 @@ Scenarios (``--scenarios``, default all):
   ``LATER["QUEUE_LIMITS"] = {"default": {"concurrency": 8}}`` for the workers (at
   most 8 of the 32 threads run a job at once) -> jobs/s; what a concurrency limit
   costs the claim (slots taken and given back around every claim and finish).
+* ``fan_in`` (later_django only; ``bench/fan_in.py``): on the idle workers, a plain
+  drain of ``--drain-jobs`` no-op jobs, then twice as many no-op parents with one
+  child waiting for all of them (``api.after``), then the plain drain again (ABBA),
+  each batch one committed transaction ->
+  ``ready_ms`` (the value: the child's ``ready_at`` - the last parent's
+  ``finished_at``, from the records), ``started_ms`` (to the child's start), and
+  ``of_drain`` (the parents' drain rate / the plain drain's, same run).
 * Backlog scenarios (later_django only, opt-in: name them in ``--scenarios``;
   ``bench/backlog.py``): each builds its backlog once per invocation
   (``--backlog`` jobs per part, default 1,000,000; ``api.enqueue_many`` in
@@ -159,7 +166,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The repository root first: this file's own directory would make ``bench`` this script.
 sys.path.insert(0, str(ROOT))
 
-from bench import backlog  # noqa: E402  (after the path is set)
+from bench import backlog, fan_in  # noqa: E402  (after the path is set)
 
 SETTINGS_MODULE = "bench.bench_project.settings"
 NAMESPACE = "bench"  # LATER["NAMESPACE"] in bench_project.settings
@@ -182,12 +189,20 @@ SCENARIOS = [
     "partition_drain",
     "enqueue_unique",
     "drain_limited",
+    "fan_in",
 ]
 #: Opt-in scenarios (not in the default list): ``bloat`` takes a throwaway PostgreSQL
 #: cluster and ``--bloat-minutes`` (10) of steady load (``bench/bloat.py``).
 OPT_IN_SCENARIOS = ["bloat", *backlog.SCENARIOS]
 #: Scenarios of later_django features the peers lack: never run for them (no ratio).
-LATER_ONLY = {"log_append", "log_consume", "partition_drain", "enqueue_unique", "drain_limited"}
+LATER_ONLY = {
+    "log_append",
+    "log_consume",
+    "partition_drain",
+    "enqueue_unique",
+    "drain_limited",
+    "fan_in",
+}
 #: drain_limited: the concurrency limit of the drained queue (``BENCH_QUEUE_LIMITS``).
 LIMITED_CONCURRENCY = 8
 #: Scenarios that run with the system's two workers started and idle (``--enqueue-workers on``).
@@ -909,6 +924,8 @@ def driver(scenario: str, options: argparse.Namespace) -> None:
         result = run_drain(system, options, log_dir)
     elif scenario == "enqueue_unique":
         result = run_enqueue_unique(options)
+    elif scenario == "fan_in":
+        result = fan_in.run(options, log_dir, sys.modules[__name__])
     elif scenario == "drain_backlog" or scenario.startswith(backlog.BUILD_PREFIX):
         result = backlog.driver(scenario, options, log_dir, sys.modules[__name__])
     else:
@@ -1057,7 +1074,15 @@ def figures(
 ) -> list[dict[str, Any]]:
     """The JSON lines of one scenario for one system (before ratios)."""
     base = {"system": system}
-    with_workers = {"drain", "latency", "rss", "partition_drain", "drain_limited", *DRAIN_FIGURES}
+    with_workers = {
+        "drain",
+        "latency",
+        "rss",
+        "partition_drain",
+        "drain_limited",
+        "fan_in",
+        *DRAIN_FIGURES,
+    }
     if scenario in ENQUEUE_SCENARIOS or scenario == "bare_insert_commit":
         base["enqueue_workers"] = options.enqueue_workers
         if options.enqueue_workers == "on":
@@ -1195,6 +1220,8 @@ def figures(
                 payload_bytes=LOG_PAYLOAD_BYTES,
             )
         ]
+    if scenario == "fan_in":
+        return fan_in.figures(results, line)
     if scenario == "drain_limited":
         return [
             line(

@@ -20,12 +20,12 @@ from typing import Any, Literal, TypedDict, overload
 
 from django.utils import timezone
 
-from later_django.backend import LaterBackend
-from later_django.compat.tasks import InvalidTask, Task, TaskResult
+from later_django.backend import later_backend_of as _later_backend
+from later_django.compat.tasks import Task, TaskResult
 from later_django.conf import later_settings
 from later_django.core.topics import key_bytes
 from later_django.core.unique import DEFAULT_OPTION, check_key
-from later_django.engine import queue_pause, recurring, recurring_pass, recurring_schedule
+from later_django.engine import fan_in, queue_pause, recurring, recurring_pass, recurring_schedule
 from later_django.engine.cancellation import check_cancelled
 from later_django.engine.enqueue import CONTINUE_ON
 from later_django.engine.job_actions import bulk, one_job, record_checks
@@ -56,6 +56,7 @@ __all__ = [
     "StaleLease",
     "TopicLayoutMismatch",
     "TopicNotConfigured",
+    "after",
     "cancel",
     "cancel_jobs",
     "cancel_many",
@@ -77,16 +78,6 @@ __all__ = [
     "run_recurring_now",
     "schedule_recurring",
 ]
-
-
-def _later_backend(task: Task) -> LaterBackend:
-    backend = task.get_backend()
-    if not isinstance(backend, LaterBackend):
-        raise InvalidTask(
-            f"task {task.module_path} uses backend {task.backend!r} "
-            f"({type(backend).__name__}), not a later_django LaterBackend"
-        )
-    return backend
 
 
 @overload
@@ -142,6 +133,30 @@ def continue_with(
     backend = _later_backend(task)
     job = backend.new_job(task, args, kwargs, parent_job_id=parent_job_id, run_on=on)
     return backend.write_jobs([task], [job])[0]
+
+
+def after(
+    parents: Iterable[str | TaskResult], task: Task, *args: Any, on: str = "success", **kwargs: Any
+) -> TaskResult:
+    """Enqueues ``task(*args, **kwargs)`` to run once every job of ``parents`` (ids or
+    ``TaskResult`` values; duplicates count once) has finished: a fan-in.
+
+    The child waits (``waiting``) until its last parent's finish enqueues it, exactly
+    once however many parents finish together. With ``on="success"`` (the default) a
+    parent that fails or is cancelled fails the child at once, ``parent <id> failed``
+    (and its own such children, in turn); with ``on="finish"`` it runs either way.
+    Parents already finished count at once; one parent is :func:`continue_with`.
+    Raises ``ParentNotFound`` naming an unknown parent (nothing written),
+    ``ValueError`` for no parent or another ``on``, ``TypeError`` for one not in a list.
+    """
+    ids = fan_in.parent_ids(parents)
+    if len(ids) == 1:
+        return continue_with(ids[0], task, *args, on=on, **kwargs)
+    if on not in CONTINUE_ON:
+        raise ValueError(f"on must be one of {CONTINUE_ON}, got {on!r}")
+    backend = _later_backend(task)
+    job = backend.new_job(task, args, kwargs, run_on=on)
+    return backend.write_jobs([task], [dataclasses.replace(job, parent_job_ids=ids)])[0]
 
 
 def schedule_recurring(

@@ -380,3 +380,14 @@ def _epoch_ms(moment: datetime) -> int:
     if moment.tzinfo is None:  # USE_TZ = False: naive datetimes are local time
         moment = moment.astimezone()
     return (moment - _EPOCH) // _MILLISECOND
+
+
+def later_backend_of(task: Task) -> LaterBackend:
+    """``task``'s backend; ``InvalidTask`` naming it when it is not a ``LaterBackend``."""
+    backend = task.get_backend()
+    if not isinstance(backend, LaterBackend):
+        raise InvalidTask(
+            f"task {task.module_path} uses backend {task.backend!r} "
+            f"({type(backend).__name__}), not a later_django LaterBackend"
+        )
+    return backend

@@ -47,6 +47,7 @@ SLOW = (
     "tests/maintenance/test_processes.py",
     "tests/browser/test_dashboard_layout.py",
     "tests/worker/test_pause_workers.py",
+    "tests/worker/test_fan_in_workers.py",
     "tests/browser/test_demo_page.py",
     "tests/metrics/test_scrapes.py",
     "tests/pgbouncer/test_workers.py",

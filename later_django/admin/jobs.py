@@ -25,7 +25,7 @@ from later_django.admin.job_lists import RowFilter, answered_by_index, filtered_
 from later_django.admin.job_tree import ANCESTORS, JobTree, TreeNode
 from later_django.admin.units import human_duration, when
 from later_django.core import clock, stages
-from later_django.core.keys import children_key, job_key
+from later_django.core.keys import children_key, job_key, member_child
 from later_django.core.records import JobError, JobRecord, decode_record
 from later_django.engine.job_actions.selection import JobSelection
 from later_django.engine.record_reads import read_records_and_errors
@@ -396,7 +396,7 @@ def _children(stores: Stores, namespace: str, job_id: str) -> list[JobRow]:
         children_key(namespace, job_id), None, CHILDREN_SHOWN, RangeOrder.OLDEST_FIRST
     )
     for item in page.items:
-        child_id = item.value.decode()
+        child_id, _all_of = member_child(item.value)
         if child_id not in rows:
             rows[child_id] = JobRow(child_id, "", "waiting", None, None, None, None, None, job_id)
     return list(rows.values())[:CHILDREN_SHOWN]

@@ -5,7 +5,10 @@ are epoch milliseconds zero-padded to :data:`DUE_DIGITS` digits, so byte order
 equals time order and a schedule is read with one half-open key range.
 
 * ``<ns>-job-<id>``: a job record;
-* ``<ns>-job-<id>-next``: range of the ids of the continuations waiting for it;
+* ``<ns>-job-<id>-next``: range of the ids of the continuations waiting for it (a
+  child of several parents, ``api.after``, as :data:`FAN_IN_MARK` + its id);
+* ``<ns>-job-<id>-pending``: a counter-only row: how many parents of the fan-in
+  child ``<id>`` have not finished yet;
 * ``<ns>-job-<id>-undecodable``: the original bytes of a record that could not
   be decoded, kept next to the failed record that replaced it;
 * ``<ns>-due-<ms>-<id>``: schedule entry of a delayed or requeued job;
@@ -44,6 +47,29 @@ def job_key_prefix(namespace: str) -> str:
 
 def children_key(namespace: str, job_id: str) -> str:
     return f"{namespace}-job-{job_id}-next"
+
+
+#: What starts a children range's member that names a child of several parents
+#: (``api.after``) rather than a ``continue_with`` child: not a ULID character.
+FAN_IN_MARK = b"&"
+
+
+def fan_in_member(job_id: str) -> bytes:
+    """The member a fan-in child ``job_id`` has in each of its parents' children ranges."""
+    return FAN_IN_MARK + job_id.encode()
+
+
+def member_child(member: bytes) -> tuple[str, bool]:
+    """The child id a children range's ``member`` names, and whether it is a fan-in
+    child (one that waits for all of several parents)."""
+    if member.startswith(FAN_IN_MARK):
+        return member[len(FAN_IN_MARK) :].decode(), True
+    return member.decode(), False
+
+
+def pending_parents_key(namespace: str, job_id: str) -> str:
+    """The counter of the parents the fan-in child ``job_id`` still waits for."""
+    return f"{namespace}-job-{job_id}-pending"
 
 
 def undecodable_key(namespace: str, job_id: str) -> str:

@@ -143,6 +143,10 @@ class JobRecord:
     #: The enqueue's trace context (W3C headers the OpenTelemetry propagator wrote),
     #: which the execution span continues; None: not traced (see ``engine.tracing``).
     trace: dict[str, str] | None = None
+    #: A fan-in child's parents (``api.after``), all of which it waits for; None for
+    #: every other job (a ``continue_with`` child names its one parent in
+    #: ``parent_job_id``).
+    parent_job_ids: list[str] | None = None
 
     def clone(self) -> JobRecord:
         """A copy whose lists can be changed without touching this record."""
@@ -195,6 +199,7 @@ _FIELDS = {
     "finished": "finished_at_ms",
     "attempted": "last_attempted_at_ms",
     "trace": "trace",
+    "parents": "parent_job_ids",
 }
 _FIELD_ITEMS = tuple(_FIELDS.items())
 _REQUIRED = ("id", "ns", "task", "args", "kwargs", "queue", "prio", "stage", "stage_at", "created")

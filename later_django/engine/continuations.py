@@ -4,7 +4,9 @@ A child registered with ``continue_with`` waits in its parent's children range
 (``<ns>-children-<parent id>``). The transaction that finishes the parent
 moves its children: ready when the parent succeeded (or when the child runs on
 any finish), failed with ``parent <id> failed`` when it runs only on success
-and the parent failed, and so on down the children of children.
+and the parent failed, and so on down the children of children. A fan-in child (``api.after``) is in
+each of its parents' ranges, marked; it moves only when the last of them finishes,
+or at once on an unsuccessful parent (:mod:`later_django.engine.fan_in`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from django.db import transaction
 from later_django.conf import LaterSettings
 from later_django.core import stages
 from later_django.core.clock import now_ms
-from later_django.core.keys import children_key
+from later_django.core.keys import children_key, member_child
 from later_django.core.records import JobRecord
-from later_django.engine import moves
+from later_django.engine import fan_in, moves
 from later_django.engine.record_reads import read_records
 from later_django.engine.writes import JobWrites, commit, write_tables
 from later_django.storage.stores import Stores
@@ -64,13 +66,12 @@ def release_children(
     were written (the partition fence's); else they are read here.
     """
     now = now_ms()
-    namespace = writes.namespace
     parents = [record for record in written if record.stage in stages.FINISHED]
     seen: set[str] = set()
     while parents:
         parents = [parent for parent in parents if parent.job_id not in seen]
         seen.update(parent.job_id for parent in parents)
-        keys = [children_key(namespace, parent.job_id) for parent in parents]
+        keys = [children_key(writes.namespace, parent.job_id) for parent in parents]
         if members is None:
             ranges = stores.kv.range_members_many(keys)
         else:
@@ -78,27 +79,59 @@ def release_children(
             members = None
         if not ranges:
             return
-        parent_of_range = dict(zip(keys, parents, strict=True))
-        parent_of_child = {
-            member.decode(): parent_of_range[key]
-            for key, range_members in ranges.items()
-            for member in range_members
-        }
-        # Locked: a cancel of a waiting child (engine.cancellation) holds its row,
-        # and is then seen here, rather than overwritten.
-        children = read_records(stores.kv, namespace, sorted(parent_of_child), for_update=True)
+        parents = _move_children(
+            writes, dict(zip(keys, parents, strict=True)), ranges, stores, now, settings
+        )
+
+
+def _move_children(
+    writes: JobWrites,
+    parent_of_range: dict[str, JobRecord],
+    ranges: dict[str, list[bytes]],
+    stores: Stores,
+    now: int,
+    settings: LaterSettings,
+) -> list[JobRecord]:
+    """Moves the children named in ``ranges`` (the children ranges of finished
+    parents, by range key), emptying the ranges; returns the children it failed,
+    whose own children move next.
+
+    Fan-in children first drop their pending counts (:func:`fan_in.decrement`,
+    whose statement empties the ranges too); then one read locks the records of the
+    ``continue_with`` children and of the fan-in children this transaction moves.
+    Locked: a cancel of a waiting child (engine.cancellation) holds its row, and is
+    then seen here, rather than overwritten."""
+    parent_of_child: dict[str, JobRecord] = {}
+    fan_in_parents: dict[str, list[JobRecord]] = {}
+    for key, range_members in ranges.items():
+        for member in range_members:
+            child_id, all_of = member_child(member)
+            if all_of:
+                fan_in_parents.setdefault(child_id, []).append(parent_of_range[key])
+            else:
+                parent_of_child[child_id] = parent_of_range[key]
+    if fan_in_parents:
+        # The ranges are emptied by the decrement itself (its statement, on PostgreSQL).
+        resolutions = fan_in.decrement(stores, writes.namespace, fan_in_parents, list(ranges))
+    else:
+        resolutions = {}
         for key in sorted(ranges):
             writes.add(RangeClear(key))
-        newly_finished: list[JobRecord] = []
-        for child_id, child in sorted(children.items()):
-            if child.stage != stages.WAITING:
-                continue
-            parent = parent_of_child[child_id]
-            if parent.stage in stages.UNSUCCESSFUL and child.run_on == "success":
-                moves.fail_waiting(
-                    writes, child, now, f"parent {parent.job_id} {parent.stage}", settings
-                )
-                newly_finished.append(child)
-            else:
-                moves.make_ready(writes, child, now)
-        parents = newly_finished
+    to_read = sorted({*parent_of_child, *resolutions})
+    if not to_read:
+        return []
+    children = read_records(stores.kv, writes.namespace, to_read, for_update=True)
+    newly_finished: list[JobRecord] = []
+    for child_id, parent in sorted(parent_of_child.items()):
+        child = children.get(child_id)
+        if child is None or child.stage != stages.WAITING:
+            continue
+        if parent.stage in stages.UNSUCCESSFUL and child.run_on == "success":
+            moves.fail_waiting(
+                writes, child, now, f"parent {parent.job_id} {parent.stage}", settings
+            )
+            newly_finished.append(child)
+        else:
+            moves.make_ready(writes, child, now)
+    newly_finished += fan_in.settle(writes, resolutions, children, now, settings)
+    return newly_finished

@@ -23,7 +23,7 @@ from later_django.core.clock import now_ms
 from later_django.core.keys import children_key, job_key
 from later_django.core.records import JobRecord, decode_record, new_job_ids
 from later_django.core.unique import UniqueKey
-from later_django.engine import metrics, moves, partitions, tracing
+from later_django.engine import fan_in, metrics, moves, partitions, tracing
 from later_django.engine.unique import claim_unique_keys
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import LaterError, ParentNotFound, TopicLayoutMismatch
@@ -47,6 +47,8 @@ class NewJob:
     retry: dict[str, Any] | None = None
     parent_job_id: str | None = None
     run_on: str | None = None
+    #: A fan-in child's distinct parents (``api.after``; ``parent_job_id`` is then None).
+    parent_job_ids: tuple[str, ...] | None = None
     #: The topic whose partition orders this job (``None``: an ordinary job).
     topic: str | None = None
     #: Chooses the partition of ``topic`` (see ``engine.topics.partition_for_key``).
@@ -89,7 +91,9 @@ def enqueue_jobs(jobs: Sequence[NewJob], *, stores: Stores, namespace: str) -> l
     A job with ``run_after_ms`` in the future starts ``delayed``; one with a
     parent starts ``waiting`` (or, when the parent has already finished, is
     enqueued at once, or fails with ``parent <id> failed`` when the parent
-    failed and ``run_on`` is ``success``); the rest start ``enqueued``.
+    failed and ``run_on`` is ``success``); a fan-in child (``parent_job_ids``) likewise
+    by all its parents (see :mod:`~later_django.engine.fan_in`; it enters no
+    partition); the rest start ``enqueued``.
     Raises ``ParentNotFound`` (writing nothing) for an unknown parent.
 
     A job with a ``topic`` goes to the partition its ``partition_key`` routes to
@@ -171,7 +175,7 @@ def _needs_transaction(jobs: Sequence[NewJob], routes: list[int | None], unique:
     so its reads and writes need one transaction."""
     return (
         unique
-        or any([job.parent_job_id is not None for job in jobs])
+        or any([job.parent_job_id is not None or job.parent_job_ids for job in jobs])
         or routes.count(None) != len(routes)
     )
 
@@ -248,7 +252,9 @@ def _write_new(
                 record.topic, record.partition_id = placement
                 record.sequence = next(sequences)
             records.append(record)
-            if job.parent_job_id is None:
+            if job.parent_job_ids:
+                fan_in.place(writes, record, parents, now, settings)
+            elif job.parent_job_id is None:
                 moves.place_new(writes, record, now)
             else:
                 parent = parents.get(job.parent_job_id)
@@ -284,6 +290,7 @@ def _new_records(
             and job.retry is last.retry
             and job.parent_job_id is last.parent_job_id
             and job.run_on is last.run_on
+            and job.parent_job_ids is last.parent_job_ids
             and job.recurring_id is last.recurring_id
         ):
             record = new(JobRecord)
@@ -349,7 +356,7 @@ def _placements(
 def _new_record(
     job: NewJob, job_id: str, namespace: str, now: int, trace: dict[str, str] | None
 ) -> JobRecord:
-    if job.parent_job_id is not None:
+    if job.parent_job_id is not None or job.parent_job_ids:
         stage = stages.WAITING
     elif job.run_after_ms is not None and job.run_after_ms > now:
         stage = stages.DELAYED
@@ -373,6 +380,7 @@ def _new_record(
         run_on=job.run_on,
         recurring_id=job.recurring_id,
         trace=trace,
+        parent_job_ids=list(job.parent_job_ids) if job.parent_job_ids else None,
     )
 
 
@@ -380,7 +388,11 @@ def _parents(jobs: Sequence[NewJob], stores: Stores, namespace: str) -> dict[str
     """The parents' records, read under a row lock on PostgreSQL (SQLite holds the
     write lock already), so a parent cannot finish between this read and the
     child's registration: its finishing worker waits, then sees the child."""
-    parent_ids = sorted({job.parent_job_id for job in jobs if job.parent_job_id is not None})
+    parent_ids = sorted(
+        {job.parent_job_id for job in jobs if job.parent_job_id is not None}.union(
+            *[job.parent_job_ids for job in jobs if job.parent_job_ids]
+        )
+    )
     if not parent_ids:
         return {}
     found = stores.kv.get_many_for_update([job_key(namespace, parent) for parent in parent_ids])

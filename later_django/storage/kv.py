@@ -10,15 +10,14 @@ and is deleted later by :meth:`UpkeepStore.sweep_expired
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
-from itertools import groupby
 from typing import Any
 
 from later_django.core.clock import now_ms
 from later_django.models.base import KEY_LENGTH
 from later_django.storage.driver import Driver, as_bytes
+from later_django.storage.kv_runs import DeleteRun, RangeAddRun, SetRun, batch_runs
 from later_django.storage.queries.kv import NEWEST_FIRST_START, OLDEST_FIRST_START, KvQueries
 from later_django.storage.types import (
     Delete,
@@ -106,39 +105,6 @@ def set_rows(sets: Sequence[Set], now: int) -> list[dict[str, Any]]:
     return rows
 
 
-@dataclass(frozen=True)
-class SetRun:
-    """Consecutive ``Set`` operations, the last one per key, in key order."""
-
-    sets: list[Set]
-
-
-@dataclass(frozen=True)
-class DeleteRun:
-    """The distinct keys of consecutive ``Delete`` operations, in key order."""
-
-    keys: list[str]
-
-
-def _batch_runs(
-    operations: Sequence[StorageOperation],
-) -> Iterator[StorageOperation | SetRun | DeleteRun]:
-    """``operations`` with each run of consecutive ``Set`` (or ``Delete``) operations
-    folded into one :class:`SetRun` (:class:`DeleteRun`).
-
-    Within a run only the last ``Set`` of a key matters (it replaces the whole
-    entry), and keys are sorted so concurrent writers lock rows in one order.
-    """
-    for kind, run in groupby(operations, key=type):
-        if kind is Set:
-            last_per_key = {op.key: op for op in run if isinstance(op, Set)}
-            yield SetRun([last_per_key[key] for key in sorted(last_per_key)])
-        elif kind is Delete:
-            yield DeleteRun(sorted({operation.key for operation in run}))
-        else:
-            yield from run
-
-
 def members_by_range(rows: Iterable[Sequence[Any]]) -> dict[str, list[bytes]]:
     """``(range_key, member)`` rows, each range's oldest first, as the members by range
     (the shape of :meth:`KeyValueStore.range_members_many`)."""
@@ -217,14 +183,15 @@ class KeyValueStore:
 
         Consecutive ``Set`` operations are written by one statement, and so are
         consecutive ``Delete`` operations (a job batch's records cost one round
-        trip, not one per job); the effect is that of applying them in order.
+        trip, not one per job) and two or more consecutive ``RangeAdd`` operations
+        (a fan-in child's edges); the effect is that of applying them in order.
         """
         if not operations:
             return
         for operation in operations:
             check_operation(operation)
         now = now_ms()
-        steps = list(_batch_runs(operations))
+        steps = list(batch_runs(operations))
         # A run of Sets writes through execute_rows' own cursor: a batch of records
         # alone (every enqueue's) needs no other.
         needs_cursor = any([not isinstance(step, SetRun) for step in steps])
@@ -236,7 +203,7 @@ class KeyValueStore:
                 self._apply_one(cursor, step, now)
 
     def _apply_one(
-        self, cursor: Any, operation: StorageOperation | SetRun | DeleteRun, now: int
+        self, cursor: Any, operation: StorageOperation | SetRun | DeleteRun | RangeAddRun, now: int
     ) -> None:
         """One operation (or run of Sets or Deletes) of ``apply`` on ``cursor``."""
         q = self._q
@@ -250,6 +217,8 @@ class KeyValueStore:
                 cursor.execute(q.expire, {"date_expire": expire, "key": key, "now": now})
             case Increment(key, by):
                 cursor.execute(q.increment, {"key": key, "by": by, "now": now})
+            case RangeAddRun(adds):
+                self._range_add_run(cursor, adds, now)
             case RangeAdd(key, value, ttl_seconds):
                 member = {"key": key, "value": value, "now": now}
                 member["date_expire"] = expire_at_ms(now, ttl_seconds)
@@ -269,6 +238,26 @@ class KeyValueStore:
                     f"apply() got {operation!r}, which is not a storage operation "
                     f"(one of {_OPERATION_NAMES})"
                 )
+
+    def _range_add_run(self, cursor: Any, adds: list[RangeAdd], now: int) -> None:
+        """``RangeAdd`` of every member of ``adds`` (distinct members) in one statement:
+        new members inserted in order, live ones take their new expiry; an expired
+        member (the statement leaves it) is replaced one by one, as ``RangeAdd`` does."""
+        rows = [
+            {"key": op.key, "value": op.value, "date_expire": expire_at_ms(now, op.ttl_seconds)}
+            for op in adds
+        ]
+        written = {
+            (key, as_bytes(value))
+            for key, value in self._driver.execute_rows(
+                self._q.range_add_many, rows, {"now": now}, returning=True
+            )
+        }
+        for row in rows:
+            if (row["key"], row["value"]) not in written:
+                member = {**row, "now": now}
+                cursor.execute(self._q.range_remove_expired_member, member)
+                cursor.execute(self._q.range_insert, member)
 
     # --- parts of a combined write (storage.batch, PostgreSQL) ---
 
@@ -368,6 +357,43 @@ class KeyValueStore:
             "date_expire": expire_at_ms(now, ttl_seconds),
         }
         return self._driver.fetch_one(self._q.replace_if, params) is not None
+
+    def decrement_counters(
+        self, amounts: Mapping[str, int], *, clear_ranges: Sequence[str] = ()
+    ) -> dict[str, int]:
+        """Subtracts ``amounts[key]`` from the counter of each existing counter row,
+        returning the counters as left; absent keys (and rows without a counter) are
+        left out and not created. Also empties the ranges ``clear_ranges`` (a
+        finishing parent's children ranges: on PostgreSQL in the same statement, so
+        the decrement is a finish's last round trip before its commit).
+
+        One statement per distinct amount (a fan-in's finish: one). On PostgreSQL
+        the rows are locked in key order (``FOR UPDATE``) before they change, so two
+        transactions decrementing the same keys never wait on each other in a
+        circle, and of concurrent callers each sees the value its own decrement
+        left. Call it inside ``atomic()``: the row locks last until it ends."""
+        by_amount: dict[int, list[str]] = {}
+        for key, amount in amounts.items():
+            by_amount.setdefault(amount, []).append(key)
+        ranges = sorted(set(clear_ranges))
+        if ranges and not self._driver.combines_statements:
+            self._driver.execute(
+                self._q.range_clear_many, {"keys": self._driver.list_param(ranges)}
+            )
+            ranges = []
+        left: dict[str, int] = {}
+        now = now_ms()
+        for amount, keys in sorted(by_amount.items()):
+            params = {
+                "keys": self._driver.list_param(sorted(keys)),
+                "by": amount,
+                "now": now,
+                "ranges": self._driver.list_param(ranges),
+            }
+            ranges = []
+            for key, counter in self._driver.fetch_all(self._q.decrement_many, params):
+                left[key] = int(counter)
+        return left
 
     def set_if_absent(self, key: str, value: bytes, ttl_seconds: float | None = None) -> bool:
         """Creates ``key`` with ``value`` only if it has no unexpired value; ``True`` if

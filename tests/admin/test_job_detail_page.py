@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from later_django.api import continue_with
+from later_django.api import after, continue_with
 from tests.engine import give_up_tasks, tasks
 from tests.engine.support import run_until_finished
 
@@ -68,6 +68,20 @@ def test_the_tree_shows_parent_siblings_and_continuations_linked(
     assert linked == {parent.id, job.id, sister.id, *(child.id for child in children)}
     assert 'class="later-node later-node-waiting later-node-current"' in svg
     assert svg.count("<line ") == 2 + 3  # parent→job, parent→sister, job→each child
+
+
+def test_a_parents_tree_links_its_waiting_fan_in_child(
+    manager_client: Client, later_db: str
+) -> None:
+    """A fan-in child (``api.after``) is in each parent's children range, marked; the
+    parent's page shows it by its id, linked."""
+    parent, other = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+    child = after([parent, other], tasks.add, 3, 3)
+    html = page(manager_client, parent.id)
+    svg = html.split('<svg class="later-tree"', 1)[1].split("</svg>", 1)[0]
+    linked = set(re.findall(r'<a href="/admin/later_django/job/([0-9A-Z]{26})/"', svg))
+    assert linked == {parent.id, child.id}
+    assert "&amp;" not in svg
 
 
 def test_a_job_without_parent_or_continuation_has_no_tree(

@@ -17,6 +17,7 @@ import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
+from later_django.api import after
 from later_django.conf import later_settings
 from later_django.engine import metrics
 from later_django.engine.execution.finish import finish_and_continue
@@ -36,6 +37,11 @@ KINDS = (
     (r"later_claim_counted|UPDATE later_delivery_queue\s+SET lease_owner", "claim"),
     (r"^\s*WITH p0 AS", "one combined write"),
     (r"^\s*SELECT range_key", "read continuations"),
+    (r"SET counter_value = counter_value -", "decrement counters"),
+    (r"^\s*DELETE FROM later_storage_range\b", "clear ranges"),
+    (r"^\s*DELETE FROM later_storage\b", "delete keys"),
+    (r"^\s*DELETE FROM later_jobs_index\b", "delete index rows"),
+    (r"^\s*INSERT INTO later_delivery_queue\b", "publish"),
     (r"^\s*SELECT key, value FROM later_storage\b", "read records"),
     (r"^\s*DELETE FROM later_delivery_queue", "ack messages"),
     (r"^\s*INSERT INTO later_storage\b", "write records"),
@@ -121,3 +127,93 @@ def test_a_batch_of_queue_jobs_is_a_fixed_list_of_statements(engine_db: str, job
     vendor = connections[engine_db].vendor
 
     assert batch_statements(engine_db, jobs) == PINNED[vendor]
+
+
+#: vendor -> the statements of a parent's finish that has a fan-in child (``api.after``):
+#: while other parents are unfinished, and when it is the last.
+FAN_IN_PINNED = {
+    "postgresql": {
+        "not last": [
+            "BEGIN",
+            "one combined write",
+            "read continuations",
+            "decrement counters",  # the parent's children range emptied by it too
+            "COMMIT",
+        ],
+        "last": [
+            "BEGIN",
+            "one combined write",
+            "read continuations",
+            "decrement counters",
+            "read records",  # the child, locked
+            "one combined write",  # the child ready, its counter gone
+            "COMMIT",
+        ],
+    },
+    "sqlite": {
+        "not last": [
+            "BEGIN IMMEDIATE",
+            "ack messages",
+            "write records",
+            "write index rows",
+            "release execution leases",
+            "read continuations",
+            "clear ranges",
+            "decrement counters",
+            "COMMIT",
+        ],
+        "last": [
+            "BEGIN IMMEDIATE",
+            "ack messages",
+            "write records",
+            "write index rows",
+            "release execution leases",
+            "read continuations",
+            "clear ranges",
+            "decrement counters",
+            "read records",
+            "write records",
+            "delete keys",
+            "delete index rows",
+            "publish",
+            "COMMIT",
+        ],
+    },
+}
+
+
+def finish_statements(alias: str, parents: list[str]) -> list[str]:
+    """Claims, starts and finishes the oldest ready job (one of ``parents``); the
+    finish's statements, labelled."""
+    stores = stores_for(alias)
+    worker = {
+        "stores": stores,
+        "namespace": NAMESPACE,
+        "worker_id": "w1",
+        "settings": later_settings(),
+    }
+    messages = stores.queue.claim(NAMESPACE, ["default"], "w1", 30_000, batch_size=1)
+    batch = plan_batch(messages, lease_ms=30_000, **worker)
+    batch.commit()
+    assert [job.record.job_id for job in batch.started] in ([parents[0]], [parents[1]])
+    metrics.accumulator.take()
+    with CaptureQueriesContext(connections[alias]) as finish:
+        finish_and_continue([Outcome(job, return_value=1) for job in batch.started], **worker)
+    return [kind(query["sql"]) for query in finish.captured_queries]
+
+
+def test_a_parents_finish_with_a_fan_in_child_is_a_fixed_list_of_statements(
+    engine_db: str,
+) -> None:
+    """The fan-in costs a finish one statement on PostgreSQL (the counters' decrement,
+    which also empties the parent's children range) while other parents are
+    unfinished; the last parent's finish also reads and moves the child. A finish
+    without a fan-in child is unchanged (the pins above)."""
+    parents = [tasks.add.enqueue(n, n).id for n in range(2)]
+    after(parents, tasks.add, 0, 0)
+    steps = {
+        "not last": finish_statements(engine_db, parents),
+        "last": finish_statements(engine_db, parents),
+    }
+
+    assert steps == FAN_IN_PINNED[connections[engine_db].vendor]

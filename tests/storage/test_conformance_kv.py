@@ -180,3 +180,66 @@ def test_range_members_many_keeps_a_re_added_member_at_its_cursor(db_alias: str)
     kv = stores_for(db_alias).kv
     kv.apply([RangeAdd("r", b"first"), RangeAdd("r", b"second"), RangeAdd("r", b"first")])
     assert kv.range_members_many(["r"]) == {"r": [b"first", b"second"]}
+
+
+# --- decrement_counters ---
+
+
+def test_decrement_counters_returns_what_each_decrement_left(db_alias: str) -> None:
+    kv = stores_for(db_alias).kv
+    kv.apply([Increment("three", 3), Increment("one", 1), Set("valued", b"v")])
+    assert kv.decrement_counters({"three": 1, "one": 1, "valued": 1, "absent": 1}) == {
+        "three": 2,
+        "one": 0,
+    }
+    assert kv.decrement_counters({"three": 2}) == {"three": 0}
+    # Nothing was created, and a value-only row was left alone.
+    assert row_count(db_alias, "absent") == 0
+    assert stored(db_alias, "valued") == (b"v", None)
+    assert kv.decrement_counters({}) == {}
+
+
+def test_decrement_counters_empties_the_ranges_it_is_given(db_alias: str) -> None:
+    kv = stores_for(db_alias).kv
+    kv.apply(
+        [
+            Increment("count", 2),
+            RangeAdd("cleared", b"a"),
+            RangeAdd("cleared", b"b"),
+            RangeAdd("kept", b"c"),
+        ]
+    )
+    with transaction.atomic(using=db_alias):
+        left = kv.decrement_counters({"count": 1}, clear_ranges=["cleared", "absent"])
+    assert left == {"count": 1}
+    assert kv.range_members_many(["cleared", "kept"]) == {"kept": [b"c"]}
+
+
+def test_concurrent_decrements_of_one_counter_each_see_their_own_result(db_alias: str) -> None:
+    """Of concurrent callers exactly one brings the counter to 0 (SQLite serialises
+    writers; PostgreSQL locks the row until each transaction commits)."""
+    kv = stores_for(db_alias).kv
+    callers = 6
+    kv.apply([Increment("fan", callers)])
+    seen: list[int] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def decrement() -> None:
+        try:
+            with transaction.atomic(using=db_alias):
+                left = stores_for(db_alias).kv.decrement_counters({"fan": 1})
+            with lock:
+                seen.append(left["fan"])
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connections[db_alias].close()
+
+    threads = [threading.Thread(target=decrement) for _ in range(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(seen) == list(range(callers))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import DatabaseError, connections, transaction
+from django.test.utils import CaptureQueriesContext
 
 from later_django.core.clock import now_ms
 from later_django.storage.kv import KeyValueStore
@@ -473,6 +474,40 @@ def test_range_add_of_an_expired_member_adds_it_again_at_the_end(db_alias: str) 
     page = store.range_page("r")
     assert [item.value for item in page.items] == [b"y", b"x"]
     assert page.items[1].cursor > page.items[0].cursor
+
+
+def test_a_run_of_range_adds_is_one_statement_with_range_adds_effects(db_alias: str) -> None:
+    """Two or more consecutive RangeAdds (a fan-in child's edges) are written by one
+    statement: new members in order, a live member keeps its cursor and takes the new
+    expiry, an expired member is added again at the end, a repeated member once."""
+    store = stores_for(db_alias).kv
+    store.apply([RangeAdd("r", b"live", ttl_seconds=60), RangeAdd("r", b"old")])
+    expire_member_now(db_alias, "r", b"old")
+    kept = member_cursors(store, "r")[b"live"]
+    with CaptureQueriesContext(connections[db_alias]) as captured:
+        store.apply(
+            [
+                RangeAdd("r", b"new1"),
+                RangeAdd("r", b"live"),
+                RangeAdd("r", b"old"),
+                RangeAdd("other", b"new2"),
+                RangeAdd("r", b"new1"),
+            ]
+        )
+    inserts = [
+        q["sql"] for q in captured.captured_queries if "INTO later_storage_range" in q["sql"]
+    ]
+    assert len(inserts) == 2  # the run, and the expired member's re-insert
+    page = store.range_page("r")
+    assert [item.value for item in page.items] == [b"live", b"new1", b"old"]
+    assert page.items[0].cursor == kept
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT date_expire FROM later_storage_range WHERE range_key = 'r' AND value = %s",
+            [b"live"],
+        )
+        assert cursor.fetchone()[0] is None
+    assert store.range_members_many(["other"]) == {"other": [b"new2"]}
 
 
 def test_the_same_member_in_two_ranges_is_two_members(db_alias: str) -> None:

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from later_django.storage.types import RangeOrder, RangePage, StorageOperation
@@ -71,6 +71,17 @@ class KeyValuePort(Protocol):
         """Replaces the live value of ``key`` by ``value`` only while it is ``expected``, in
         one statement; ``True`` if this call replaced it (of concurrent callers expecting
         the same value, exactly one). An absent or expired key is left absent."""
+
+    def decrement_counters(
+        self, amounts: Mapping[str, int], *, clear_ranges: Sequence[str] = ()
+    ) -> dict[str, int]:
+        """Subtracts ``amounts[key]`` from the counter of each existing counter row in
+        ``amounts`` and returns the counters as left (absent keys and rows without a
+        counter are left out and not created); also empties the ranges
+        ``clear_ranges``. One statement per distinct amount (PostgreSQL clears the
+        ranges in the first). PostgreSQL locks the counter rows in key order until the
+        transaction ends, so concurrent callers serialise per row and each sees the
+        value its own decrement left. Call it inside ``atomic()``."""
 
     def set_if_absent(self, key: str, value: bytes, ttl_seconds: float | None = None) -> bool:
         """Creates ``key`` with ``value`` only if it has no unexpired value; ``True`` if this

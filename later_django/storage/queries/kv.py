@@ -43,6 +43,16 @@ SET_CONFLICT = (
 )
 
 
+#: A member already present keeps its cursor and takes the new expiry, unless it has
+#: expired (then the statement leaves it and returns nothing for it).
+RANGE_ADD_CONFLICT = (
+    " ON CONFLICT (range_key, value) DO UPDATE SET date_expire = excluded.date_expire "
+    "WHERE later_storage_range.date_expire IS NULL "
+    "OR later_storage_range.date_expire > %(now)s "
+    "RETURNING range_key, value"
+)
+
+
 class KvQueries:
     """Key-value and range statements; see the module docstring for liveness."""
 
@@ -142,6 +152,14 @@ class KvQueries:
     delete_many: str
     range_clear_many: str
     range_members_many: str
+    #: Subtracts ``by`` from the counters of ``keys`` (rows with a counter only),
+    #: returning ``(key, counter_value)``; PostgreSQL locks the rows in key order first
+    #: and empties the ranges ``ranges`` in the same statement.
+    decrement_many: str
     #: Rows of (key, value, date_expire, date_expire_unindexed), shared ``now``; keys
     #: distinct, in key order.
     set_many: RowsStatement
+    #: Rows of (key, value, date_expire), shared ``now``, members distinct: ``range_add``
+    #: of each, inserted in row order, returning ``(range_key, value)`` of the members
+    #: added or kept (not those left expired).
+    range_add_many: RowsStatement

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from later_django.storage.driver import RowsStatement
 from later_django.storage.postgres import PostgresDriver
-from later_django.storage.queries.kv import LIVE, LIVE_MEMBER, SET_CONFLICT, SET_INTO, KvQueries
+from later_django.storage.queries.kv import (
+    LIVE,
+    LIVE_MEMBER,
+    RANGE_ADD_CONFLICT,
+    SET_CONFLICT,
+    SET_INTO,
+    KvQueries,
+)
 
 
 @PostgresDriver.register
@@ -20,6 +27,14 @@ class PostgresKvQueries(KvQueries):
         "SELECT range_key, value FROM later_storage_range "
         "WHERE range_key = ANY(%(keys)s) AND " + LIVE_MEMBER + " ORDER BY range_key, sequence"
     )
+    # The ranges (a finishing parent's children ranges) are emptied by the same statement.
+    decrement_many = (
+        "WITH cleared AS (DELETE FROM later_storage_range WHERE range_key = ANY(%(ranges)s)) "
+        "UPDATE later_storage SET counter_value = counter_value - %(by)s, date_updated = %(now)s "
+        "WHERE key IN (SELECT key FROM later_storage WHERE key = ANY(%(keys)s) "
+        "AND counter_value IS NOT NULL ORDER BY key FOR UPDATE) "
+        "RETURNING key, counter_value"
+    )
     set_many = RowsStatement(
         SET_INTO + "SELECT batch.key, batch.value, NULL, %(now)s, NULL, batch.date_expire, "
         "batch.date_expire_unindexed "
@@ -29,4 +44,11 @@ class PostgresKvQueries(KvQueries):
         + SET_CONFLICT,
         one=SET_INTO + "VALUES (%(key)s, %(value)s, NULL, %(now)s, NULL, %(date_expire)s, "
         "%(date_expire_unindexed)s)" + SET_CONFLICT,
+    )
+    range_add_many = RowsStatement(
+        "INSERT INTO later_storage_range (range_key, value, date_expire) "
+        "SELECT batch.key, batch.value, batch.date_expire "
+        "FROM unnest(%(key)s::varchar[], %(value)s::bytea[], %(date_expire)s::bigint[]) "
+        "WITH ORDINALITY AS batch(key, value, date_expire, position) ORDER BY batch.position"
+        + RANGE_ADD_CONFLICT
     )
