@@ -42,6 +42,8 @@ PAGE_SIZE = 50
 SCAN_CAP = 5_000
 #: Continuations shown on a job's page (and siblings in its tree).
 CHILDREN_SHOWN = 100
+#: A fan-in child's parents listed on its page (read by key in one statement).
+PARENTS_SHOWN = 100
 
 
 def pretty_json(value: Any) -> str:
@@ -274,6 +276,18 @@ class JobDetail:
     #: When a delayed or requeued job runs, and how soon (``in 3 min``).
     run_at: datetime | None = None
     run_in: str = ""
+    #: A fan-in child's first :data:`PARENTS_SHOWN` parents (stage ``gone``: no record).
+    parents: list[TreeNode] = field(default_factory=list)
+
+    @property
+    def parents_finished(self) -> int:
+        """How many of the listed parents have finished (or are gone)."""
+        return sum(p.stage in stages.FINISHED or p.stage == "gone" for p in self.parents)
+
+    @property
+    def parents_not_shown(self) -> int:
+        ids = [] if self.record is None else self.record.parent_job_ids or []
+        return max(len(ids) - len(self.parents), 0)
 
     @property
     def stage(self) -> str | None:
@@ -332,6 +346,8 @@ def read_job(using: str, namespace: str, job_id: str) -> JobDetail | None:
             detail.run_in = f"in {human_duration(record.run_after_ms - now)}"
     detail.children = _children(stores, namespace, job_id)
     detail.tree = _tree(stores, namespace, detail)
+    if record is not None and record.parent_job_ids:
+        detail.parents = _parents(stores.kv, namespace, record.parent_job_ids[:PARENTS_SHOWN])
     topic, partition_id, sequence = _partition_place(record, index_row)
     if topic is not None and partition_id is not None and sequence is not None:
         detail.older = stores.index.job_index_partition_neighbor(
@@ -341,6 +357,18 @@ def read_job(using: str, namespace: str, job_id: str) -> JobDetail | None:
             namespace, topic, partition_id, sequence, older=False
         )
     return detail
+
+
+def _parents(kv: KeyValuePort, namespace: str, parent_ids: list[str]) -> list[TreeNode]:
+    """The fan-in parents ``parent_ids`` in their order, read in one statement; one
+    whose record is gone or unreadable is listed with the stage ``gone``."""
+    records, _ = read_records_and_errors(kv, namespace, parent_ids)
+    return [
+        TreeNode(parent_id, records[parent_id].task_path, records[parent_id].stage)
+        if parent_id in records
+        else TreeNode(parent_id, "", "gone")
+        for parent_id in parent_ids
+    ]
 
 
 def _tree(stores: Stores, namespace: str, detail: JobDetail) -> JobTree | None:

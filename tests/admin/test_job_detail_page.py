@@ -84,6 +84,24 @@ def test_a_parents_tree_links_its_waiting_fan_in_child(
     assert "&amp;" not in svg
 
 
+def test_a_fan_in_childs_page_lists_its_parents_and_how_many_finished(
+    manager_client: Client, later_db: str
+) -> None:
+    first = tasks.add.enqueue(1, 1)
+    # Queue "reports": the burst worker below serves only "default".
+    second, third = (tasks.add.using(queue_name="reports").enqueue(n, n) for n in range(2))
+    child = after([first, second, third], tasks.add, 9, 9)
+    run_until_finished([first.id])
+    found = re.search(r'<td class="later-parents">(.*?)</td>', page(manager_client, child.id), re.S)
+    assert found, "no Parents row"
+    row = found.group(1)
+    assert row.startswith("1 of 3 finished (runs on success): ")
+    linked = re.findall(r'<a href="/admin/later_django/job/([0-9A-Z]{26})/"', row)
+    assert linked == [first.id, second.id, third.id]
+    assert f"{first.id}</code></a> success" in row
+    assert f"{second.id}</code></a> enqueued" in row
+
+
 def test_a_job_without_parent_or_continuation_has_no_tree(
     manager_client: Client, later_db: str
 ) -> None:
