@@ -21,6 +21,7 @@ from later_django.core.keys import due_scan_bounds
 from later_django.engine.promotion import PROMOTION_BATCH, promote_due
 from later_django.storage.queries.kv import KvQueries
 from later_django.storage.stores import Stores, driver_for, stores_for
+from tests.copies import copy_job
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, result, row_counts
 
@@ -28,14 +29,14 @@ pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 SCHEDULED_LATER = 100_000
 DUE = 10
-CHUNK = 5_000
 
 
-def schedule_far_ahead(count: int) -> None:
-    """``count`` delayed jobs due in a day, written ``CHUNK`` per transaction."""
+def schedule_far_ahead(alias: str, count: int) -> None:
+    """``count`` delayed jobs due in a day: one enqueued, the rest its copies
+    (``tests/copies.py``: the same rows, a second rather than ten)."""
     later = tasks.add.using(run_after=timezone.now() + timedelta(days=1))
-    for start in range(0, count, CHUNK):
-        enqueue_many(later, [((n, 0), {}) for n in range(start, min(count, start + CHUNK))])
+    [first] = enqueue_many(later, [((0, 0), {})], ids_only=True)
+    copy_job(alias, first, count - 1)
 
 
 def wait_until_due(storage: Stores, count: int) -> None:
@@ -84,7 +85,7 @@ def test_promotion_reads_only_the_due_jobs_among_100_000_scheduled_later(
     engine_db: str,
 ) -> None:
     storage = stores_for(engine_db)
-    schedule_far_ahead(SCHEDULED_LATER)
+    schedule_far_ahead(engine_db, SCHEDULED_LATER)
     soon = tasks.add.using(run_after=timezone.now() + timedelta(milliseconds=300))
     due = enqueue_many(soon, [((n, 1), {}) for n in range(DUE)])
     assert storage.index.job_index_stage_counts(NAMESPACE) == {"delayed": SCHEDULED_LATER + DUE}

@@ -52,6 +52,7 @@ from later_django.storage.stores import stores_for
 from later_django.storage.types import Delete, JobIndexRow, RangeAdd, Set
 from later_django.worker.runner import Worker, WorkerOptions
 from tests.conftest import use_database
+from tests.copies import copy_job
 from tests.engine import tasks
 from tests.maintenance.conftest import NAMESPACE, execute, fetch
 
@@ -66,7 +67,7 @@ FINISHED, READY, LATER, PARTITIONED = 38_000, 30_000, 20_000, 10_000
 WORK = 500
 ROUNDS = 2
 JOBS = FINISHED + READY + LATER + PARTITIONED + ROUNDS * 2 * WORK
-#: Range members (continuations' ranges) that expire in a day.
+#: Finished jobs of the bulk with a range member (a continuation) that expires in a day.
 RANGE_MEMBERS = 20_000
 #: The tables that grow with the jobs.
 BIG_TABLES = ("later_storage", "later_storage_range", "later_jobs_index", "later_delivery_queue")
@@ -81,11 +82,14 @@ RETENTION_MS = 7 * 24 * 3_600_000
 
 
 def enqueued_ids(task: Any, count: int) -> list[str]:
-    ids: list[str] = []
-    for start in range(0, count, CHUNK):
-        calls = [((n, 0), {}) for n in range(start, min(count, start + CHUNK))]
-        ids += enqueue_many(task, calls, ids_only=True)
-    return ids
+    return enqueue_many(task, [((n, 0), {}) for n in range(count)], ids_only=True)
+
+
+def with_copies(alias: str, job_ids: list[str], count: int) -> list[str]:
+    """The one job of ``job_ids`` (enqueued through the API) and ``count - 1`` copies
+    of it: the same rows under other ids (``tests/copies.py``)."""
+    [job_id] = job_ids
+    return [job_id, *copy_job(alias, job_id, count - 1)]
 
 
 def finished(alias: str, count: int, expire_ms: int) -> list[str]:
@@ -122,11 +126,19 @@ def index_row(job_id: str, stage: str, now: int, **fields: Any) -> JobIndexRow:
 
 
 def build(alias: str) -> None:
-    """The bulk: jobs no pass has anything to do with."""
+    """The bulk: jobs no pass has anything to do with. Of each kind one job is written
+    as the rounds' work is (enqueued through the API, finished here), and the rest are
+    its copies: the same rows under other ids (``tests/copies.py``; 100,000 jobs
+    enqueued took 10-15 s a database)."""
     stores, now = stores_for(alias), now_ms()
-    enqueued_ids(tasks.add.using(run_after=timezone.now() + timedelta(days=1)), LATER)
-    enqueued_ids(tasks.add, READY)
-    kept = finished(alias, FINISHED, now + RETENTION_MS)
+    later = tasks.add.using(run_after=timezone.now() + timedelta(days=1))
+    with_copies(alias, enqueued_ids(later, 1), LATER)
+    with_copies(alias, enqueued_ids(tasks.add, 1), READY)
+    with_copies(alias, finished(alias, 1, now + RETENTION_MS), FINISHED - RANGE_MEMBERS)
+    # Finished jobs with a continuation range of one member, kept for a day.
+    continued = finished(alias, 1, now + RETENTION_MS)
+    stores.kv.apply([RangeAdd(f"{NAMESPACE}-job-{continued[0]}-next", b"c", ttl_seconds=86_400)])
+    with_copies(alias, continued, RANGE_MEMBERS)
     # The index rows of queued partitioned jobs (theirs alone: the purge reads the
     # index, and the worker here runs no partition).
     for start in range(0, PARTITIONED, CHUNK):
@@ -143,13 +155,6 @@ def build(alias: str) -> None:
                 )
                 for n in range(start, min(PARTITIONED, start + CHUNK))
             ],
-        )
-    for start in range(0, RANGE_MEMBERS, CHUNK):
-        stores.kv.apply(
-            [
-                RangeAdd(f"{NAMESPACE}-job-{kept[n]}-next", b"c%d" % n, ttl_seconds=86_400)
-                for n in range(start, start + CHUNK)
-            ]
         )
     metrics.accumulator.take()
 
