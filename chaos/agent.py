@@ -13,6 +13,10 @@ Subcommands (settings :mod:`chaos.settings`, database from ``CHAOS_DATABASE``):
 ``poison``
     Enqueues the poison jobs of the poison cell, breaks two of them (a record that is
     not MessagePack, a task path that is not registered) and prints their ids as JSON.
+``fan_in``
+    Enqueues ``--parents`` ledger jobs and two fan-in children of all of them (``on``
+    success and finish, ``api.after``) in one transaction; after the commit, appends
+    every id to the ids file and prints the children's ids as JSON.
 ``results``
     Reads ids files and writes, per id, the database's view of the job as JSON:
     ``get_result`` status for the load jobs, the stored record for poison jobs.
@@ -90,6 +94,23 @@ def _poison(options: argparse.Namespace) -> None:
     print(json.dumps({name: result.id for name, result in jobs.items()}))
 
 
+def _fan_in(options: argparse.Namespace) -> None:
+    from django.db import transaction
+
+    from chaos.tasks import append_line, ledger
+    from later_django.api import after, enqueue_many
+
+    calls = [((options.ledger, options.task_seconds), {})] * options.parents
+    with transaction.atomic():
+        parents = enqueue_many(ledger, calls)
+        children = {
+            on: after(parents, ledger, options.ledger, on=on) for on in ("success", "finish")
+        }
+    for job in [*parents, *children.values()]:
+        append_line(options.ids, {"job": job.id})
+    print(json.dumps({on: child.id for on, child in children.items()}))
+
+
 def _record_view(job_id: str) -> dict[str, Any]:
     from later_django.core.keys import job_key
     from later_django.core.records import decode_record
@@ -107,6 +128,8 @@ def _record_view(job_id: str) -> dict[str, Any]:
         "reason": record.reason,
         "error": last.exception_class_path if last else None,
         "detail": last.traceback.strip().splitlines()[-1] if last and last.traceback else None,
+        # How often the job left ``waiting``: 1 for a fan-in child made ready once.
+        "left_waiting": [stage for stage, _ in record.history].count("waiting"),
     }
 
 
@@ -123,7 +146,7 @@ def _results(options: argparse.Namespace) -> None:
             except TaskResultDoesNotExist:
                 view[job] = {"status": None}
     for job in options.records:
-        view[job] = _record_view(job)
+        view[job] = {**view.get(job, {}), **_record_view(job)}
     Path(options.out).write_text(json.dumps(view))
 
 
@@ -140,13 +163,19 @@ def main(argv: list[str]) -> None:
     enqueue.add_argument("--task-seconds", type=float, default=0.0)
     poison = commands.add_parser("poison")
     poison.add_argument("--ledger", required=True)
+    fan_in = commands.add_parser("fan_in")
+    fan_in.add_argument("--ids", required=True)
+    fan_in.add_argument("--ledger", required=True)
+    fan_in.add_argument("--parents", type=int, required=True)
+    fan_in.add_argument("--task-seconds", type=float, default=0.0)
     results = commands.add_parser("results")
     results.add_argument("--out", required=True)
     results.add_argument("--ids", nargs="*", default=[])
     results.add_argument("--records", nargs="*", default=[])
     options = parser.parse_args(argv)
     django.setup()
-    {"enqueue": _enqueue, "poison": _poison, "results": _results}[options.command](options)
+    commands_run = {"enqueue": _enqueue, "poison": _poison, "fan_in": _fan_in, "results": _results}
+    commands_run[options.command](options)
 
 
 if __name__ == "__main__":

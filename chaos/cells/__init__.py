@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from chaos.cells import kills, outages, poison, snapshot, soak, storm
+from chaos.cells import fan_in, kills, outages, poison, snapshot, soak, storm
 from chaos.harness import Run
 
 #: Where a cell may run: SQLite file, a database on the main server, a throwaway cluster.
@@ -28,6 +28,7 @@ class Cell:
 
 CELLS = [
     Cell("sigkill", kills.sigkill, (SQLITE, POSTGRES)),
+    Cell("fan_in", fan_in.fan_in, (SQLITE, POSTGRES)),
     Cell("pg_restart", outages.pg_restart, (CLUSTER,)),
     Cell("pg_terminate", outages.pg_terminate, (POSTGRES,)),
     Cell("snapshot_pin", snapshot.snapshot_pin, (CLUSTER,)),

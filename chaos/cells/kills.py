@@ -49,8 +49,10 @@ def kill_child(run: Run, parent: Proc, processes: int = 2) -> float | None:
     return None
 
 
-def check_reclaims(run: Run, replaced: list[float | None]) -> None:
-    """Figures and checks of the kills recorded so far (after ``run.finish()``)."""
+def check_reclaims(run: Run, replaced: list[float | None], *, bounded: bool = True) -> None:
+    """Figures and checks of the kills recorded so far (after ``run.finish()``).
+    ``bounded=False``: no bound on the restarts (a cell whose backlog queues them
+    behind thousands of jobs), only that each happened."""
     recoveries: dict[str, float | None] = {}
     for pid, at in run.faults.kills:
         recoveries.update(kill_recoveries(run.ledger.by_job, pid, at))
@@ -62,10 +64,11 @@ def check_reclaims(run: Run, replaced: list[float | None]) -> None:
     never = [job for job, seconds in recoveries.items() if seconds is None]
     bound = LEASE + RECLAIM_BOUND
     check(not never, f"every interrupted job started again (not: {never[:5]})")
-    check(
-        all(s <= bound for s in known),
-        f"every interrupted job restarted within {bound:.0f} s of the kill",
-    )
+    if bounded:
+        check(
+            all(s <= bound for s in known),
+            f"every interrupted job restarted within {bound:.0f} s of the kill",
+        )
     if replaced:
         slowest = max((s for s in replaced if s is not None), default=None)
         add("supervisor replace s (max)", slowest)

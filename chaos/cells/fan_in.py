@@ -1,0 +1,78 @@
+"""``fan_in``: SIGKILL of a random ``--processes 2`` child every few seconds while a
+fan-in's parents run.
+
+One transaction enqueues ``PARENTS`` ledger jobs and two children of all of them
+(``api.after``, ``on="success"`` and ``on="finish"``); steady load runs beside them.
+
+Pass: the common checks over every job (parents, children and load: zero lost,
+every duplicate explained by a kill, every job SUCCESSFUL), the kills' reclaims
+(each interrupted job started again; no bound on when: it queues behind the
+parents), and for each child: made ready exactly once (its record left ``waiting``
+once), a completed run (a second run only where a kill explains it: the common
+check), and its first start after the last parent's first completed run.
+"""
+
+from __future__ import annotations
+
+import json
+
+from chaos.cells.kills import check_reclaims, kill_child, supervisor
+from chaos.harness import Run
+from chaos.ledger import committed_ids
+
+#: Parents of the fan-in (the short profile; the long one multiplies it).
+PARENTS = 5_000
+#: Each parent's run: long enough that kills land among running parents.
+TASK_SECONDS = 0.01
+RATE = 20.0
+
+
+def fan_in(run: Run) -> None:
+    parents = run.profile.count(PARENTS)
+    kills, every = run.profile.count(4), 3.0
+    parent_proc = supervisor(run)
+    ids = run.directory / "ids-fan-in.jsonl"
+    printed = run.agent(
+        "fan_in", "--ids", str(ids), "--ledger", str(run.ledger.path),
+        "--parents", str(parents), "--task-seconds", str(TASK_SECONDS),
+    )  # fmt: skip
+    children = json.loads(printed.strip().splitlines()[-1])
+    run.enqueue(RATE, kills * every + 3, task_seconds=0.02)
+    run.wait_started()
+    replaced = []
+    for _ in range(kills):
+        run.sleep(every * run.random.uniform(0.6, 1.2))
+        replaced.append(kill_child(run, parent_proc))
+    view = run.finish(drain_timeout=120.0, records=tuple(children.values()))
+    # An interrupted job restarts behind the parents still queued: no bound on when.
+    check_reclaims(run, replaced, bounded=False)
+    parent_ids = [job for job in committed_ids([ids]) if job not in children.values()]
+    _check_children(run, children, view, parent_ids)
+
+
+def _check_children(run: Run, children: dict[str, str], view: dict, parents: list[str]) -> None:
+    add, check = run.result.figure, run.result.check
+    add("fan-in parents", len(parents))
+    by_job = run.ledger.by_job
+    first_done = [
+        min(e.done for e in by_job.get(job, []) if e.done is not None)
+        for job in parents
+        if any(e.done is not None for e in by_job.get(job, []))
+    ]
+    check(len(first_done) == len(parents), "every parent completed a run")
+    last_parent = max(first_done, default=None)
+    for on, child in children.items():
+        runs = sorted(by_job.get(child, []), key=lambda execution: execution.start)
+        add(f"on={on} child runs", len(runs))
+        check(
+            view.get(child, {}).get("left_waiting") == 1,
+            f"the on={on} child was made ready exactly once",
+        )
+        check(
+            any(execution.done is not None for execution in runs),
+            f"the on={on} child completed a run",
+        )
+        check(
+            bool(runs) and last_parent is not None and runs[0].start >= last_parent,
+            f"the on={on} child started after its last parent's first completed run",
+        )
