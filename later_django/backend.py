@@ -51,6 +51,7 @@ from later_django.core.keys import RESERVED_PREFIX, is_reserved, job_key
 from later_django.core.payload import json_compatible, json_compatible_call
 from later_django.core.records import JobRecord, decode_record, new_job_id
 from later_django.core.unique import UniqueOption
+from later_django.engine import batch_scope
 from later_django.engine.enqueue import NewJob, enqueue_jobs
 from later_django.engine.registry import resolve_task
 from later_django.engine.results import task_result
@@ -277,10 +278,12 @@ class LaterBackend(BaseTaskBackend):
     @staticmethod
     def _write(jobs: Sequence[NewJob], database: str, namespace: str) -> list[JobRecord]:
         try:
-            return enqueue_jobs(jobs, stores=stores_for(database), namespace=namespace)
+            records = enqueue_jobs(jobs, stores=stores_for(database), namespace=namespace)
         except DatabaseError as error:  # not a context manager: this is every enqueue's path
             raise_if_tables_missing(database, error)
             raise
+        batch_scope.note(records)
+        return records
 
     def enqueue(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> TaskResult:
         return self.write_jobs([task], [self.new_job(task, args, kwargs)])[0]

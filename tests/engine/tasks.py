@@ -6,6 +6,7 @@ is passed as an argument (the worker runs them on its own threads).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -161,3 +162,18 @@ def log_a_line(message: str) -> str:
     """Logs ``message`` at INFO on ``tests.engine.tasks`` (the task's own log line)."""
     logging.getLogger("tests.engine.tasks").info(message)
     return message
+
+
+@task
+def record_outcome(outcome, path: str, label: str) -> int:
+    """A batch callback: writes ``label`` and the outcome's counts as one JSON line."""
+    counts = {
+        "label": label,
+        "members": outcome.members,
+        "succeeded": outcome.succeeded,
+        "failed": outcome.failed,
+        "cancelled": outcome.cancelled,
+        "failed_ids": outcome.failed_ids,
+    }
+    append_line(path, json.dumps(counts))
+    return outcome.members

@@ -1,0 +1,163 @@
+"""Batches: the jobs enqueued inside ``with batch(...)``, and callbacks that run once
+when every one of them has finished.
+
+::
+
+    with batch(on_success=callback(mail_report, month), on_failure=callback(page_ops)):
+        for account in accounts:
+            bill.enqueue(account.id)
+        enqueue_many(export, exports)      # members too
+
+    @task
+    def page_ops(outcome: BatchOutcome) -> None:
+        ...  outcome.failed, outcome.failed_ids ...
+
+The block runs in one transaction (``transaction.atomic`` on ``LATER["DATABASE"]``,
+joining the caller's): the members and the callbacks commit together, so no member
+runs before the batch is closed and a batch cannot complete while it is being
+filled. At the block's end each callback is enqueued as a fan-in child of every
+member (``api.after(..., on="finish")``) running :func:`fire_callback`, which counts
+the members by outcome and calls the callback with a :class:`BatchOutcome` when its
+rule holds: ``on_success`` when every member succeeded, ``on_failure`` when one failed
+or was cancelled, ``on_finish`` always. Each fires at most once (the fan-in makes its
+job ready exactly once) and never waits for ever: a member that fails, is cancelled
+or exhausts its retries still finishes. A callback's job takes its task's backend,
+queue and priority; its retries are ``LATER["RETRY"]``'s (the job runs
+:func:`fire_callback`, which calls the callback's function in the same attempt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from later_django.api import after
+from later_django.compat.tasks import Task, TaskContext, TaskResult, task
+from later_django.conf import later_settings
+from later_django.core import stages
+from later_django.engine import batch_scope
+from later_django.engine.record_reads import read_records
+from later_django.engine.registry import resolve_task
+from later_django.storage.ports.kv import KeyValuePort
+from later_django.storage.stores import stores_for
+
+#: A callback's rule -> the outcomes it fires on.
+RULES = ("on_success", "on_failure", "on_finish")
+
+
+@dataclass(frozen=True)
+class Callback:
+    """A task to call when a batch has finished, with its own arguments (after the
+    :class:`BatchOutcome`, which comes first)."""
+
+    task: Task
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def callback(task_: Task, *args: Any, **kwargs: Any) -> Callback:
+    """``task_(outcome, *args, **kwargs)`` as a batch's callback."""
+    return Callback(task_, args, kwargs)
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What a callback is given: the members counted by how they ended."""
+
+    members: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    #: Members that failed or were cancelled, in enqueue order.
+    failed_ids: list[str]
+    #: Members whose record was gone (deleted) when the callback ran.
+    gone: int = 0
+
+
+@dataclass
+class Batch:
+    """An open batch: its members so far; after the block, its callbacks' jobs."""
+
+    members: list[str]
+    callbacks: dict[str, TaskResult] = field(default_factory=dict)
+
+
+@contextmanager
+def batch(
+    *,
+    on_success: Callback | None = None,
+    on_failure: Callback | None = None,
+    on_finish: Callback | None = None,
+) -> Iterator[Batch]:
+    """Collects the jobs enqueued in the block (``enqueue``, ``enqueue_many``, any
+    later_django enqueue) and enqueues the callbacks given (see the module). A batch
+    with no member fires ``on_success`` and ``on_finish`` at once. ``ValueError``
+    without a callback; ``RuntimeError`` inside another batch. An exception in the
+    block rolls back its members with it."""
+    given = {"on_success": on_success, "on_failure": on_failure, "on_finish": on_finish}
+    chosen = {rule: cb for rule, cb in given.items() if cb is not None}
+    if not chosen:
+        raise ValueError("a batch needs a callback: on_success, on_failure or on_finish")
+    for rule, cb in chosen.items():
+        if not isinstance(cb, Callback):
+            raise TypeError(f"{rule} must be callback(task, ...), got {cb!r}")
+    with transaction.atomic(using=later_settings().database):
+        with batch_scope.collecting() as members:
+            opened = Batch(members)
+            yield opened
+        for rule, cb in chosen.items():
+            opened.callbacks[rule] = _enqueue_callback(rule, cb, list(members))
+
+
+def _enqueue_callback(rule: str, cb: Callback, members: list[str]) -> TaskResult:
+    """The job that fires ``cb`` by ``rule`` once every member has finished."""
+    firing = fire_callback.using(
+        backend=cb.task.backend, queue_name=cb.task.queue_name, priority=cb.task.priority
+    )
+    arguments = (rule, cb.task.module_path, list(cb.args), cb.kwargs)
+    if not members:
+        return firing.enqueue(*arguments)
+    return after(members, firing, *arguments, on="finish")
+
+
+@task(takes_context=True)
+def fire_callback(
+    context: TaskContext, rule: str, task_path: str, args: list[Any], kwargs: dict[str, Any]
+) -> Any:
+    """Counts the batch's members (this job's parents, read in one statement) and calls
+    the callback at ``task_path`` with the :class:`BatchOutcome` when ``rule`` holds;
+    returns the callback's value, or ``None`` when the rule did not hold."""
+    settings = later_settings()
+    kv = stores_for(settings.database).kv
+    own = read_records(kv, settings.namespace, [context.task_result.id])
+    record = own.get(context.task_result.id)
+    parents: list[str] = []
+    if record is not None:
+        parents = record.parent_job_ids or [record.parent_job_id or ""]
+    outcome = outcome_of([parent for parent in parents if parent], kv, settings.namespace)
+    unsuccessful = outcome.failed + outcome.cancelled
+    if (rule == "on_success" and unsuccessful) or (rule == "on_failure" and not unsuccessful):
+        return None
+    return resolve_task(task_path).call(outcome, *args, **kwargs)
+
+
+def outcome_of(members: list[str], kv: KeyValuePort, namespace: str) -> BatchOutcome:
+    """The members counted by stage, from their records (one read)."""
+    records = read_records(kv, namespace, members)
+    by_stage = [records[job].stage if job in records else None for job in members]
+    return BatchOutcome(
+        members=len(members),
+        succeeded=by_stage.count(stages.SUCCESS),
+        failed=by_stage.count(stages.FAILED),
+        cancelled=by_stage.count(stages.CANCELLED),
+        failed_ids=[
+            job
+            for job, stage in zip(members, by_stage, strict=True)
+            if stage in stages.UNSUCCESSFUL
+        ],
+        gone=by_stage.count(None),
+    )
