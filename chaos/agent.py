@@ -15,8 +15,10 @@ Subcommands (settings :mod:`chaos.settings`, database from ``CHAOS_DATABASE``):
     not MessagePack, a task path that is not registered) and prints their ids as JSON.
 ``fan_in``
     Enqueues ``--parents`` ledger jobs and two fan-in children of all of them (``on``
-    success and finish, ``api.after``) in one transaction; after the commit, appends
-    every id to the ids file and prints the children's ids as JSON.
+    success and finish, ``api.after``), and a batch of ``--parents`` more with
+    ``on_success`` and ``on_finish`` callbacks writing to ``--batch-lines``, in one
+    transaction; after the commit, appends every ledger job's id to the ids file and
+    prints the children's and the callbacks' ids as JSON.
 ``results``
     Reads ids files and writes, per id, the database's view of the job as JSON:
     ``get_result`` status for the load jobs, the stored record for poison jobs.
@@ -97,18 +99,28 @@ def _poison(options: argparse.Namespace) -> None:
 def _fan_in(options: argparse.Namespace) -> None:
     from django.db import transaction
 
-    from chaos.tasks import append_line, ledger
+    from chaos.tasks import append_line, batch_callback, ledger
     from later_django.api import after, enqueue_many
+    from later_django.batches import batch, callback
 
     calls = [((options.ledger, options.task_seconds), {})] * options.parents
+    lines = options.batch_lines
+    rules = {rule: callback(batch_callback, lines, rule) for rule in ("on_success", "on_finish")}
     with transaction.atomic():
         parents = enqueue_many(ledger, calls)
         children = {
             on: after(parents, ledger, options.ledger, on=on) for on in ("success", "finish")
         }
-    for job in [*parents, *children.values()]:
-        append_line(options.ids, {"job": job.id})
-    print(json.dumps({on: child.id for on, child in children.items()}))
+        with batch(**rules) as members:
+            enqueue_many(ledger, calls)
+    for job_id in [
+        *(job.id for job in parents),
+        *(c.id for c in children.values()),
+        *members.members,
+    ]:
+        append_line(options.ids, {"job": job_id})
+    callbacks = {rule: job.id for rule, job in members.callbacks.items()}
+    print(json.dumps({**{on: child.id for on, child in children.items()}, **callbacks}))
 
 
 def _record_view(job_id: str) -> dict[str, Any]:
@@ -168,6 +180,7 @@ def main(argv: list[str]) -> None:
     fan_in.add_argument("--ledger", required=True)
     fan_in.add_argument("--parents", type=int, required=True)
     fan_in.add_argument("--task-seconds", type=float, default=0.0)
+    fan_in.add_argument("--batch-lines", required=True)
     results = commands.add_parser("results")
     results.add_argument("--out", required=True)
     results.add_argument("--ids", nargs="*", default=[])

@@ -68,3 +68,13 @@ def exit_abruptly(context: TaskContext, path: str) -> None:
 def return_non_json(path: str) -> Any:
     """Returns a value that is not JSON: the worker must fail the job, not crash."""
     return {object()}
+
+
+@task
+def batch_callback(outcome: Any, path: str, rule: str) -> None:
+    """A batch callback (``later_django.batches``): one line with the outcome's counts."""
+    append_line(
+        path,
+        {"event": "batch", "rule": rule, "members": outcome.members,
+         "succeeded": outcome.succeeded, "failed": outcome.failed},
+    )  # fmt: skip

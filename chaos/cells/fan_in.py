@@ -2,14 +2,18 @@
 fan-in's parents run.
 
 One transaction enqueues ``PARENTS`` ledger jobs and two children of all of them
-(``api.after``, ``on="success"`` and ``on="finish"``); steady load runs beside them.
+(``api.after``, ``on="success"`` and ``on="finish"``), and a batch of ``PARENTS`` more
+with ``on_success`` and ``on_finish`` callbacks (``later_django.batches``); steady load
+runs beside them.
 
 Pass: the common checks over every job (parents, children and load: zero lost,
 every duplicate explained by a kill, every job SUCCESSFUL), the kills' reclaims
 (each interrupted job started again; no bound on when: it queues behind the
 parents), and for each child: made ready exactly once (its record left ``waiting``
 once), a completed run (a second run only where a kill explains it: the common
-check), and its first start after the last parent's first completed run.
+check), and its first start after the last parent's first completed run; each batch
+callback's job made ready exactly once and its callback called once, with every
+member counted as succeeded.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import json
 
 from chaos.cells.kills import check_reclaims, kill_child, supervisor
 from chaos.harness import Run
-from chaos.ledger import committed_ids
+from chaos.ledger import committed_ids, read_lines
 
 #: Parents of the fan-in (the short profile; the long one multiplies it).
 PARENTS = 5_000
@@ -32,22 +36,27 @@ def fan_in(run: Run) -> None:
     kills, every = run.profile.count(4), 3.0
     parent_proc = supervisor(run)
     ids = run.directory / "ids-fan-in.jsonl"
+    lines = run.directory / "batch-lines.jsonl"
     printed = run.agent(
         "fan_in", "--ids", str(ids), "--ledger", str(run.ledger.path),
         "--parents", str(parents), "--task-seconds", str(TASK_SECONDS),
+        "--batch-lines", str(lines),
     )  # fmt: skip
-    children = json.loads(printed.strip().splitlines()[-1])
+    jobs = json.loads(printed.strip().splitlines()[-1])
+    children = {on: jobs[on] for on in ("success", "finish")}
+    callbacks = {rule: jobs[rule] for rule in ("on_success", "on_finish")}
     run.enqueue(RATE, kills * every + 3, task_seconds=0.02)
     run.wait_started()
     replaced = []
     for _ in range(kills):
         run.sleep(every * run.random.uniform(0.6, 1.2))
         replaced.append(kill_child(run, parent_proc))
-    view = run.finish(drain_timeout=120.0, records=tuple(children.values()))
+    view = run.finish(drain_timeout=120.0, records=(*children.values(), *callbacks.values()))
     # An interrupted job restarts behind the parents still queued: no bound on when.
     check_reclaims(run, replaced, bounded=False)
-    parent_ids = [job for job in committed_ids([ids]) if job not in children.values()]
+    parent_ids = list(committed_ids([ids]))[:parents]
     _check_children(run, children, view, parent_ids)
+    _check_callbacks(run, callbacks, view, read_lines(lines), parents)
 
 
 def _check_children(run: Run, children: dict[str, str], view: dict, parents: list[str]) -> None:
@@ -75,4 +84,25 @@ def _check_children(run: Run, children: dict[str, str], view: dict, parents: lis
         check(
             bool(runs) and last_parent is not None and runs[0].start >= last_parent,
             f"the on={on} child started after its last parent's first completed run",
+        )
+
+
+def _check_callbacks(
+    run: Run, callbacks: dict[str, str], view: dict, lines: list[dict], members: int
+) -> None:
+    """Each batch callback's job left ``waiting`` once, and its function ran once (the
+    callback's job is not a ledger job: a kill during its run would show as a second
+    line, which fails this), seeing every member succeeded."""
+    check = run.result.check
+    for rule, job in callbacks.items():
+        ran = [line for line in lines if line["rule"] == rule]
+        run.result.figure(f"batch {rule} calls", len(ran))
+        check(
+            view.get(job, {}).get("left_waiting") == 1,
+            f"the batch's {rule} job was made ready exactly once",
+        )
+        check(len(ran) == 1, f"the batch's {rule} callback was called once ({len(ran)})")
+        check(
+            all(line["members"] == members == line["succeeded"] for line in ran),
+            f"the batch's {rule} callback counted {members} members, all succeeded",
         )
