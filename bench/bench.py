@@ -90,6 +90,10 @@ Scenarios (``--scenarios``, default all):
   ``ready_ms`` (the value: the child's ``ready_at`` - the last parent's
   ``finished_at``, from the records), ``started_ms`` (to the child's start), and
   ``of_drain`` (the parents' drain rate / the plain drain's, same run).
+* ``batch`` (later_django only; ``bench/fan_in.py``): the same with a batch of
+  ``--drain-jobs`` members and an ``on_success`` callback (``later_django.batches``) ->
+  ``callback_ms`` (the value: the callback job's ``ready_at`` - the last member's
+  ``finished_at``) and ``of_drain``.
 * Backlog scenarios (later_django only, opt-in: name them in ``--scenarios``;
   ``bench/backlog.py``): each builds its backlog once per invocation
   (``--backlog`` jobs per part, default 1,000,000; ``api.enqueue_many`` in
@@ -190,6 +194,7 @@ SCENARIOS = [
     "enqueue_unique",
     "drain_limited",
     "fan_in",
+    "batch",
 ]
 #: Opt-in scenarios (not in the default list): ``bloat`` takes a throwaway PostgreSQL
 #: cluster and ``--bloat-minutes`` (10) of steady load (``bench/bloat.py``).
@@ -202,6 +207,7 @@ LATER_ONLY = {
     "enqueue_unique",
     "drain_limited",
     "fan_in",
+    "batch",
 }
 #: drain_limited: the concurrency limit of the drained queue (``BENCH_QUEUE_LIMITS``).
 LIMITED_CONCURRENCY = 8
@@ -924,8 +930,8 @@ def driver(scenario: str, options: argparse.Namespace) -> None:
         result = run_drain(system, options, log_dir)
     elif scenario == "enqueue_unique":
         result = run_enqueue_unique(options)
-    elif scenario == "fan_in":
-        result = fan_in.run(options, log_dir, sys.modules[__name__])
+    elif scenario in ("fan_in", "batch"):
+        result = fan_in.run(options, log_dir, sys.modules[__name__], scenario)
     elif scenario == "drain_backlog" or scenario.startswith(backlog.BUILD_PREFIX):
         result = backlog.driver(scenario, options, log_dir, sys.modules[__name__])
     else:
@@ -1081,6 +1087,7 @@ def figures(
         "partition_drain",
         "drain_limited",
         "fan_in",
+        "batch",
         *DRAIN_FIGURES,
     }
     if scenario in ENQUEUE_SCENARIOS or scenario == "bare_insert_commit":
@@ -1220,8 +1227,8 @@ def figures(
                 payload_bytes=LOG_PAYLOAD_BYTES,
             )
         ]
-    if scenario == "fan_in":
-        return fan_in.figures(results, line)
+    if scenario in ("fan_in", "batch"):
+        return fan_in.figures(results, line, scenario)
     if scenario == "drain_limited":
         return [
             line(

@@ -1,5 +1,7 @@
-"""The ``fan_in`` scenario of ``bench.py`` (later_django only, SQLite and PostgreSQL):
-``--drain-jobs`` parents and one child waiting for all of them (``api.after``).
+"""The ``fan_in`` and ``batch`` scenarios of ``bench.py`` (later_django only, SQLite and
+PostgreSQL): ``--drain-jobs`` parents and one child waiting for all of them
+(``api.after``); ``--drain-jobs`` members of a batch (``later_django.batches``) with an
+``on_success`` callback.
 
 On the two workers (``later_worker --processes 2``), started and idle, each run drains
 ``--drain-jobs`` plain no-op jobs (one committed ``enqueue_many``), then twice the
@@ -15,6 +17,10 @@ Times come from the jobs' records (epoch ms, one clock):
 * ``of_drain``: the parents' drain rate over the plain drain's rate in the same run
   (each: jobs / (the last one's ``finished_at`` - the enqueue's commit)).
 * ``after_seconds``: the ``after()`` call itself (inside the parents' transaction).
+
+``batch`` measures the same with the batch's callback job as the child:
+``callback_ms`` (the value) is its ``ready_at`` - the last member's ``finished_at``,
+``of_drain`` the members' rate over the plain drain's.
 """
 
 from __future__ import annotations
@@ -43,22 +49,37 @@ def _records(job_ids: list[str]) -> list[Any]:
     return records
 
 
-def _drain(bench: ModuleType, jobs: int, timeout: float, fan_in: bool) -> dict[str, Any]:
-    """Enqueues ``jobs`` no-op jobs (with ``fan_in``: and their child) in one
-    transaction and waits until they (and the child) have finished."""
+def _enqueue(jobs: int, kind: str) -> tuple[list[str], Any, float]:
+    """``jobs`` no-op jobs in one transaction, and the child ``kind`` asks for (``after``
+    of all of them, or a batch's callback; none for a plain drain): (ids, child, seconds
+    the child's enqueue took)."""
     from django.db import transaction
 
-    from bench.bench_project.tasks import noop
+    from bench.bench_project.tasks import batch_done, noop
     from later_django.api import after, enqueue_many
+    from later_django.batches import batch, callback
 
-    before = bench.finished_count(bench.LATER)
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [((), {})] * jobs
     with transaction.atomic():
-        ids = enqueue_many(noop, [((), {})] * jobs, ids_only=True)
+        if kind == "batch":
+            with batch(on_success=callback(batch_done)) as members:
+                ids = enqueue_many(noop, calls, ids_only=True)
+                started = time.perf_counter()
+            child_s = time.perf_counter() - started
+            return ids, members.callbacks["on_success"], child_s
+        ids = enqueue_many(noop, calls, ids_only=True)
         started = time.perf_counter()
-        child = after(ids, noop) if fan_in else None
-        after_s = time.perf_counter() - started
+        child = after(ids, noop) if kind == "fan_in" else None
+        return ids, child, time.perf_counter() - started
+
+
+def _drain(bench: ModuleType, jobs: int, timeout: float, kind: str) -> dict[str, Any]:
+    """Enqueues ``jobs`` no-op jobs (and the child ``kind`` asks for) in one transaction
+    and waits until they (and the child) have finished."""
+    before = bench.finished_count(bench.LATER)
+    ids, child, after_s = _enqueue(jobs, kind)
     committed_ms = time.time() * 1000
-    expected = jobs + (1 if fan_in else 0)
+    expected = jobs + (0 if child is None else 1)
     _seconds, success, failed = bench.wait_finished(bench.LATER, expected, timeout, before)
     parents = _records(ids)
     last_finish = max(record.finished_at_ms or 0 for record in parents)
@@ -77,22 +98,26 @@ def _drain(bench: ModuleType, jobs: int, timeout: float, fan_in: bool) -> dict[s
     return figures
 
 
-def run(options: argparse.Namespace, log_dir: Path, bench: ModuleType) -> dict[str, Any]:
-    """The driver: on the same idle workers, plain drain, fan-in, fan-in, plain drain
+def run(
+    options: argparse.Namespace, log_dir: Path, bench: ModuleType, kind: str = "fan_in"
+) -> dict[str, Any]:
+    """The driver: on the same idle workers, plain drain, ``kind``, ``kind``, plain drain
     (ABBA: a load that drifts during the run weighs on both alike), each of
     ``--drain-jobs``; rates summed per kind, the child's figures the worst of two."""
     workers = bench.start_workers(bench.LATER, options, log_dir)
     try:
         ready_s = bench.wait_until_ready(bench.LATER, workers)
-        order = (False, True, True, False)
-        drains = [_drain(bench, options.drain_jobs, options.drain_timeout, f) for f in order]
+        order = ("plain", kind, kind, "plain")
+        drains = [_drain(bench, options.drain_jobs, options.drain_timeout, k) for k in order]
     finally:
         problems = bench.stop_workers(workers)
-    plain = [drain for drain, fan_in in zip(drains, order, strict=True) if not fan_in]
-    fanned = [drain for drain, fan_in in zip(drains, order, strict=True) if fan_in]
+    plain = [drain for drain, k in zip(drains, order, strict=True) if k == "plain"]
+    fanned = [drain for drain, k in zip(drains, order, strict=True) if k != "plain"]
     return {
         "value": max(drain["ready_ms"] for drain in fanned),
         "ready_ms": max(drain["ready_ms"] for drain in fanned),
+        # batch: the child is the callback's job (figures() names the value so).
+        "callback_ms": max(drain["ready_ms"] for drain in fanned),
         "started_ms": max(drain["started_ms"] for drain in fanned),
         "child_stage": "/".join(drain["child_stage"] for drain in fanned),
         "of_drain": sum(d["rate"] for d in fanned) / sum(d["rate"] for d in plain),
@@ -107,22 +132,25 @@ def run(options: argparse.Namespace, log_dir: Path, bench: ModuleType) -> dict[s
     }
 
 
-def figures(results: list[dict[str, Any]], line: Any) -> list[dict[str, Any]]:
-    """The scenario's JSON line: ``ready_ms`` (the value), ``of_drain`` and the rest,
-    medians over the runs with each run's values beside them."""
+def figures(
+    results: list[dict[str, Any]], line: Any, scenario: str = "fan_in"
+) -> list[dict[str, Any]]:
+    """The scenario's JSON line: ``ready_ms`` (``batch``: ``callback_ms``; the value),
+    ``of_drain`` and the rest, medians over the runs with each run's values beside them."""
     import statistics
 
     def median(key: str) -> float:
         return round(statistics.median(result[key] for result in results), 3)
 
+    value = "callback_ms" if scenario == "batch" else "ready_ms"
     return [
         line(
-            "fan_in",
-            "ready_ms",
+            scenario,
+            value,
             "ms",
             False,
             jobs=results[0]["jobs"],
-            ready_ms=median("ready_ms"),
+            **{value: median("ready_ms")},
             started_ms=median("started_ms"),
             of_drain=median("of_drain"),
             of_drain_runs=[round(result["of_drain"], 3) for result in results],

@@ -11,6 +11,11 @@ def noop() -> None:
 
 
 @task
+def batch_done(outcome: object) -> None:
+    """A batch's callback that does nothing (the ``batch`` scenario)."""
+
+
+@task
 def stamp(enqueued_at: float) -> float:
     """Returns the wall-clock time at which it started (``enqueued_at`` rides along)."""
     return time.time()
