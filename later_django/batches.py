@@ -16,18 +16,20 @@ The block runs in one transaction (``transaction.atomic`` on ``LATER["DATABASE"]
 joining the caller's): the members and the callbacks commit together, so no member
 runs before the batch is closed and a batch cannot complete while it is being
 filled. At the block's end each callback is enqueued as a fan-in child of every
-member (``api.after(..., on="finish")``) running :func:`fire_callback`, which counts
-the members by outcome and calls the callback with a :class:`BatchOutcome` when its
+member (as ``api.after(..., on="finish")`` makes one) running :func:`fire_callback`,
+which counts the members by outcome and calls the callback with a :class:`BatchOutcome` when its
 rule holds: ``on_success`` when every member succeeded, ``on_failure`` when one failed
 or was cancelled, ``on_finish`` always. Each fires at most once (the fan-in makes its
 job ready exactly once) and never waits for ever: a member that fails, is cancelled
 or exhausts its retries still finishes. A callback's job takes its task's backend,
 queue and priority; its retries are ``LATER["RETRY"]``'s (the job runs
 :func:`fire_callback`, which calls the callback's function in the same attempt).
+A running member adds members with :func:`add`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,15 +37,16 @@ from typing import Any
 
 from django.db import transaction
 
-from later_django.api import after
-from later_django.compat.tasks import Task, TaskContext, TaskResult, task
+from later_django.backend import LaterBackend
+from later_django.compat.tasks import InvalidTask, Task, TaskContext, TaskResult, task
 from later_django.conf import later_settings
 from later_django.core import stages
-from later_django.engine import batch_scope
+from later_django.core.keys import children_key, member_child
+from later_django.engine import batch_scope, fan_in
 from later_django.engine.record_reads import read_records
 from later_django.engine.registry import resolve_task
 from later_django.storage.ports.kv import KeyValuePort
-from later_django.storage.stores import stores_for
+from later_django.storage.stores import Stores, stores_for
 
 #: A callback's rule -> the outcomes it fires on.
 RULES = ("on_success", "on_failure", "on_finish")
@@ -114,14 +117,58 @@ def batch(
 
 
 def _enqueue_callback(rule: str, cb: Callback, members: list[str]) -> TaskResult:
-    """The job that fires ``cb`` by ``rule`` once every member has finished."""
+    """The job that fires ``cb`` by ``rule`` once every member has finished: a fan-in
+    child of the members (also of a single one, so that :func:`add` can give it more),
+    or ready at once without members."""
     firing = fire_callback.using(
         backend=cb.task.backend, queue_name=cb.task.queue_name, priority=cb.task.priority
     )
     arguments = (rule, cb.task.module_path, list(cb.args), cb.kwargs)
     if not members:
         return firing.enqueue(*arguments)
-    return after(members, firing, *arguments, on="finish")
+    backend = firing.get_backend()
+    if not isinstance(backend, LaterBackend):
+        raise InvalidTask(f"{rule}: task {cb.task.module_path} is not a LaterBackend task")
+    job = backend.new_job(firing, arguments, {}, run_on="finish")
+    parents = tuple(dict.fromkeys(members))
+    return backend.write_jobs([firing], [dataclasses.replace(job, parent_job_ids=parents)])[0]
+
+
+def add(context: TaskContext, task_: Task, *args: Any, **kwargs: Any) -> TaskResult:
+    """Enqueues ``task_(*args, **kwargs)`` as one more member of the batch of the job
+    running with ``context`` (a ``takes_context`` task that is a member): the batch's
+    callbacks then wait for it too (dynamic fan-out). The new job, its edges to the
+    callbacks and their counts are written in one transaction, while the running
+    member holds the callbacks (it has not finished), so they cannot fire before the
+    new member has finished. ``RuntimeError`` when the job is no member of a batch
+    whose callbacks still wait. An added member may add more in turn."""
+    settings = later_settings()
+    stores = stores_for(settings.database)
+    member_id = context.task_result.id
+    with transaction.atomic(using=settings.database):
+        callbacks = _callbacks_of(stores, settings.namespace, member_id)
+        if not callbacks:
+            raise RuntimeError(
+                f"job {member_id} is not a member of a batch whose callbacks still wait"
+            )
+        added = task_.enqueue(*args, **kwargs)
+        (record,) = read_records(stores.kv, settings.namespace, [added.id]).values()
+        fan_in.add_parent(stores, settings.namespace, callbacks, record)
+    return added
+
+
+def _callbacks_of(stores: Stores, namespace: str, member_id: str) -> list[str]:
+    """The waiting batch callbacks (fan-in children running :func:`fire_callback`) in
+    the member's children range."""
+    key = children_key(namespace, member_id)
+    members = stores.kv.range_members_many([key]).get(key, [])
+    fan_ins = [child for child, all_of in map(member_child, members) if all_of]
+    records = read_records(stores.kv, namespace, fan_ins)
+    return [
+        job_id
+        for job_id, record in records.items()
+        if record.task_path == fire_callback.module_path and record.stage == stages.WAITING
+    ]
 
 
 @task(takes_context=True)

@@ -33,7 +33,8 @@ from later_django.core import stages
 from later_django.core.keys import children_key, fan_in_member, pending_parents_key
 from later_django.core.records import JobRecord
 from later_django.engine import moves
-from later_django.engine.writes import JobWrites
+from later_django.engine.record_reads import read_records
+from later_django.engine.writes import JobWrites, commit
 from later_django.storage.stores import Stores
 from later_django.storage.types import Delete, Increment, RangeAdd
 
@@ -160,3 +161,28 @@ def settle(
         else:
             moves.make_ready(writes, child, now)
     return failed
+
+
+def add_parent(
+    stores: Stores, namespace: str, waiting: Sequence[str], parent: JobRecord
+) -> list[str]:
+    """Makes the job ``parent`` (enqueued in the caller's transaction, not finished) one
+    more parent of each fan-in child in ``waiting`` that still waits: an edge in its
+    children range, the child's pending count up by one, and its id appended to the
+    child's ``parent_job_ids``. Returns the children it was added to. Call it inside
+    ``atomic()``, while another parent of each child is known unfinished (so no count
+    can reach 0 meanwhile): the children's records are locked until the commit."""
+    children = read_records(stores.kv, namespace, sorted(waiting), for_update=True)
+    writes = JobWrites(namespace)
+    added: list[str] = []
+    for child_id, child in sorted(children.items()):
+        if child.stage != stages.WAITING or child.parent_job_ids is None:
+            continue
+        child.parent_job_ids.append(parent.job_id)
+        writes.save(child)
+        writes.add(RangeAdd(children_key(namespace, parent.job_id), fan_in_member(child_id)))
+        writes.add(Increment(pending_parents_key(namespace, child_id), 1))
+        added.append(child_id)
+    if added:
+        commit(writes, stores)
+    return added

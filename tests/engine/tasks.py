@@ -177,3 +177,17 @@ def record_outcome(outcome, path: str, label: str) -> int:
     }
     append_line(path, json.dumps(counts))
     return outcome.members
+
+
+@task(takes_context=True)
+def spawn_into_batch(context, path: str, count: int, depth: int = 0) -> int:
+    """A batch member that adds ``count`` members (``later_django.batches.add``) which
+    record their label; with ``depth`` > 0 each added one spawns in turn."""
+    from later_django.batches import add
+
+    for number in range(count):
+        if depth:
+            add(context, spawn_into_batch, path, 1, depth - 1)
+        else:
+            add(context, record, path, f"added-{number}")
+    return count

@@ -98,6 +98,37 @@ def test_a_batch_with_one_member_fires_after_it(engine_db: str, tmp_path: Path) 
     assert fired(calls)["one"]["succeeded"] == 1
 
 
+def test_a_running_member_adds_members_the_callbacks_wait_for(
+    engine_db: str, tmp_path: Path
+) -> None:
+    calls, lines = tmp_path / "calls", str(tmp_path / "lines")
+    with batch(**every_rule(calls)) as opened:
+        tasks.add.enqueue(1, 1)
+        tasks.spawn_into_batch.enqueue(lines, 3)
+    callbacks = [job.id for job in opened.callbacks.values()]
+    run_until_finished([*opened.members, *callbacks])
+    assert sorted(tasks.read_lines(lines)) == ["added-0", "added-1", "added-2"]
+    counts = {"members": 5, "succeeded": 5, "failed": 0, "cancelled": 0, "failed_ids": []}
+    assert fired(calls) == {"on_success": counts, "on_finish": counts}
+
+
+def test_added_members_may_add_more_in_turn(engine_db: str, tmp_path: Path) -> None:
+    calls, lines = tmp_path / "calls", str(tmp_path / "lines")
+    with batch(on_finish=callback(tasks.record_outcome, str(calls), "done")) as opened:
+        tasks.spawn_into_batch.enqueue(lines, 2, 2)  # 2 children, each 1 grandchild, ...
+    run_until_finished([*opened.members, opened.callbacks["on_finish"].id], timeout=30)
+    # 1 member + 2 added + 2 grandchildren + 2 great-grandchildren that record.
+    assert sorted(tasks.read_lines(lines)) == ["added-0", "added-0"]
+    assert fired(calls)["done"]["members"] == 7
+
+
+def test_a_job_outside_a_batch_cannot_add_members(engine_db: str, tmp_path: Path) -> None:
+    job = tasks.spawn_into_batch.enqueue(str(tmp_path / "lines"), 1)
+    (finished,) = run_until_finished([job.id])
+    assert finished.status == TaskResultStatus.FAILED
+    assert "is not a member of a batch whose callbacks still wait" in finished.errors[-1].traceback
+
+
 def test_a_block_that_raises_leaves_no_member_and_no_callback(
     engine_db: str, tmp_path: Path
 ) -> None:
