@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from django.apps import apps
 
@@ -24,6 +23,7 @@ from tests.browser.example_site import (
     wait_for_page,
 )
 from tests.browser.example_site import manage as example_manage
+from tests.scratch_databases import scratch_database
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "example_project" / "manage.py"
@@ -243,32 +243,13 @@ print(json.dumps([connection.vendor, dict(stage_counts())]))
 
 
 def test_the_demo_seeds_and_runs_jobs_on_postgresql(postgres_alias: str) -> None:
-    import psycopg
-    from django.conf import settings
-
-    name = f"{settings.DATABASES['postgres']['TEST']['NAME']}_example"
-    server = urlsplit(settings.POSTGRES_URL)
-    url = urlunsplit(server._replace(path=f"/{name}"))
-    config = settings.DATABASES["postgres"]
-    with psycopg.connect(
-        host=config["HOST"] or None,
-        port=config["PORT"] or None,
-        user=config["USER"] or None,
-        password=config["PASSWORD"] or None,
-        dbname=config["NAME"],
-        autocommit=True,
-    ) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            migrated = manage("migrate", "--verbosity", "0", database_url=url)
-            seeded = manage(
-                "demo_seed", "--succeeded", "6", "--failed", "2", "--enqueued", "3",
-                "--delayed", "1", "--orders", "4", database_url=url,
-            )  # fmt: skip
-            shown = manage("shell", "-c", SEED_COUNTS, database_url=url)
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database("example") as url:
+        migrated = manage("migrate", "--verbosity", "0", database_url=url)
+        seeded = manage(
+            "demo_seed", "--succeeded", "6", "--failed", "2", "--enqueued", "3",
+            "--delayed", "1", "--orders", "4", database_url=url,
+        )  # fmt: skip
+        shown = manage("shell", "-c", SEED_COUNTS, database_url=url)
     assert migrated.returncode == 0, migrated.stderr
     assert seeded.returncode == 0, seeded.stderr
     vendor, counts = json.loads(shown.stdout.strip().splitlines()[-1])

@@ -23,9 +23,10 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+
+from tests.scratch_databases import scratch_database
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = "tests.wagtail_site.settings"
@@ -78,25 +79,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         return
     if "postgres" not in settings.DATABASES:
         pytest.skip(f"PostgreSQL unreachable: {settings.POSTGRES_PROBLEM}")
-    import psycopg
-
-    config = settings.DATABASES["postgres"]
-    name = f"{config['TEST']['NAME']}_wagtail"
-    server = urlsplit(settings.POSTGRES_URL)
-    with psycopg.connect(
-        host=config["HOST"] or None,
-        port=config["PORT"] or None,
-        user=config["USER"] or None,
-        password=config["PASSWORD"] or None,
-        dbname=config["NAME"],
-        autocommit=True,
-    ) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield urlunsplit(server._replace(path=f"/{name}"))
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database("wagtail") as url:
+        yield url
 
 
 def test_wagtails_tasks_run_with_the_guides_policy(database_url: str) -> None:
