@@ -17,7 +17,7 @@ from typing import Any
 from later_django.core.clock import now_ms
 from later_django.models.base import KEY_LENGTH
 from later_django.storage.driver import Driver, as_bytes
-from later_django.storage.kv_runs import DeleteRun, RangeAddRun, SetRun, batch_runs
+from later_django.storage.kv_runs import DeleteRun, IncrementRun, RangeAddRun, SetRun, batch_runs
 from later_django.storage.queries.kv import NEWEST_FIRST_START, OLDEST_FIRST_START, KvQueries
 from later_django.storage.types import (
     Delete,
@@ -190,8 +190,9 @@ class KeyValueStore:
 
         Consecutive ``Set`` operations are written by one statement, and so are
         consecutive ``Delete`` operations (a job batch's records cost one round
-        trip, not one per job) and two or more consecutive ``RangeAdd`` operations
-        (a fan-in child's edges); the effect is that of applying them in order.
+        trip, not one per job), two or more consecutive ``RangeAdd`` operations
+        (a fan-in child's edges) and two or more consecutive ``Increment`` operations
+        (a child's holds on its parents); the effect is that of applying them in order.
         """
         if not operations:
             return
@@ -210,7 +211,10 @@ class KeyValueStore:
                 self._apply_one(cursor, step, now)
 
     def _apply_one(
-        self, cursor: Any, operation: StorageOperation | SetRun | DeleteRun | RangeAddRun, now: int
+        self,
+        cursor: Any,
+        operation: StorageOperation | SetRun | DeleteRun | RangeAddRun | IncrementRun,
+        now: int,
     ) -> None:
         """One operation (or run of Sets or Deletes) of ``apply`` on ``cursor``."""
         q = self._q
@@ -224,6 +228,8 @@ class KeyValueStore:
                 cursor.execute(q.expire, {"date_expire": expire, "key": key, "now": now})
             case Increment(key, by):
                 cursor.execute(q.increment, {"key": key, "by": by, "now": now})
+            case IncrementRun(rows):
+                self._driver.execute_rows(q.increment_many, rows, {"now": now})
             case RangeAddRun(adds):
                 self._range_add_run(cursor, adds, now)
             case RangeAdd(key, value, ttl_seconds):

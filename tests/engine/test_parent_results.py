@@ -10,12 +10,12 @@ import pytest
 from django.db import connections
 from django.test import override_settings
 
-from later_django.api import after, continue_with
+from later_django.api import after, cancel, continue_with
 from later_django.compat.tasks import TaskResultDoesNotExist, TaskResultStatus
 from later_django.conf import later_settings
 from later_django.core.clock import now_ms
 from later_django.core.keys import dependents_key, job_key
-from later_django.engine.job_actions.one_job import delete_job
+from later_django.engine.job_actions.one_job import delete_job, retry_failed
 from later_django.maintenance import PassContext, sweep
 from tests.engine import result_tasks, tasks
 from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished
@@ -225,3 +225,39 @@ def test_deleting_a_waiting_child_lets_its_parents_go(engine_db: str) -> None:
 
     assert dependents(engine_db, parent.id) is None
     assert dependents(engine_db, other.id) is None
+
+
+def test_cancelling_a_waiting_child_lets_its_parents_go(engine_db: str) -> None:
+    parent = result_tasks.number.enqueue(1)
+    other = tasks.add.using(queue_name="emails").enqueue(1, 1)
+    child = continue_with(other, result_tasks.parent_results)
+    fan_in = after([parent, other], result_tasks.parent_results)
+    run_burst(["default"])
+    assert dependents(engine_db, parent.id) == 1
+    assert dependents(engine_db, other.id) == 2
+
+    assert cancel(fan_in.id) == "cancelled"
+
+    assert dependents(engine_db, parent.id) is None
+    assert dependents(engine_db, other.id) == 1, "the continuation still waits for it"
+    run_burst(["emails"])
+    run_burst(["default"])
+    assert result(child.id).return_value == [[other.id, 2]]
+    assert dependents(engine_db, other.id) is None
+
+
+def test_retrying_a_failed_child_holds_its_parents_again(engine_db: str) -> None:
+    later = {"NAMESPACE": NAMESPACE, "DATABASE": engine_db, "RESULT_MAX_BYTES": 10}
+    parent = result_tasks.number.enqueue(1)
+    child = continue_with(parent, result_tasks.parent_results)
+    with override_settings(LATER=later):
+        run_until_finished([parent.id, child.id])  # the child's result is too large
+    assert result(child.id).status == TaskResultStatus.FAILED
+    assert dependents(engine_db, parent.id) is None
+
+    retry_failed(engine_db, NAMESPACE, child.id)
+
+    assert dependents(engine_db, parent.id) == 1
+    run_until_finished([child.id])
+    assert result(child.id).return_value == [[parent.id, 1]]
+    assert dependents(engine_db, parent.id) is None
