@@ -50,14 +50,19 @@ def release(writes: JobWrites, finished: Iterable[JobRecord], stores: Stores) ->
     counters left at 0 or below are deleted with the transaction's writes. A counter
     that is gone already (a child finishing again after an operator's retry, or an
     enqueue older than this counter) is left alone."""
+    children = {
+        record.job_id: record
+        for record in finished
+        if record.parent_job_id is not None or record.parent_job_ids
+    }
+    if not children:
+        return
     amounts: Counter[str] = Counter()
-    for record in finished:
-        if record.parent_job_id is None and not record.parent_job_ids:
-            continue
+    # Once per child, even when a transaction wrote it twice (a diamond's child failed
+    # by two of its parents in one finish).
+    for record in children.values():
         for parent_id in parent_ids_of(record):
             amounts[dependents_key(record.namespace, parent_id)] += 1
-    if not amounts:
-        return
     left = stores.kv.decrement_counters(dict(amounts))
     for key in sorted(left):
         if left[key] <= 0:

@@ -261,3 +261,25 @@ def test_retrying_a_failed_child_holds_its_parents_again(engine_db: str) -> None
     run_until_finished([child.id])
     assert result(child.id).return_value == [[parent.id, 1]]
     assert dependents(engine_db, parent.id) is None
+
+
+def test_a_diamond_failed_in_one_finish_lets_go_of_each_parent_once(engine_db: str) -> None:
+    """A fails; in its finish B (its child) fails, and C (a child of A and B) fails
+    (by A, then again by B in the same transaction): A is still held for D."""
+    a = tasks.fail_once_without_retry.enqueue("no")
+    b = continue_with(a, result_tasks.number, 1)
+    c = after([a, b], result_tasks.number, 2)
+    reader = result_tasks.parent_results.using(queue_name="emails")
+    d = continue_with(a, reader, on="finish")
+    assert dependents(engine_db, a.id) == 3
+
+    finished = run_until_finished([a.id])
+
+    assert finished[0].status == TaskResultStatus.FAILED
+    assert result(b.id).status == TaskResultStatus.FAILED
+    assert result(c.id).status == TaskResultStatus.FAILED
+    assert dependents(engine_db, b.id) is None
+    assert dependents(engine_db, a.id) == 1, "still held for D, which has not run"
+    run_burst(["emails"])
+    assert result(d.id).return_value == [[a.id, None]]
+    assert dependents(engine_db, a.id) is None

@@ -244,6 +244,19 @@ def test_increment_of_an_expired_key_starts_the_counter_again(db_alias: str) -> 
     assert stored_row(db_alias, "hits") == (None, 2, None)
 
 
+def test_get_many_unswept_also_returns_expired_values_until_they_are_deleted(
+    db_alias: str,
+) -> None:
+    store = stores_for(db_alias).kv
+    store.apply([Set("live", b"1"), Set("old", b"2", 60), Set("gone", b"3"), Increment("hits")])
+    expire_value_now(db_alias, "old")
+    store.apply([Delete("gone")])
+    keys = ["live", "old", "gone", "hits", "never"]
+
+    assert store.get_many(keys) == {"live": b"1"}
+    assert store.get_many_unswept(keys) == {"live": b"1", "old": b"2"}
+
+
 def test_a_run_of_increments_is_one_statement_with_the_effect_of_each(db_alias: str) -> None:
     store = stores_for(db_alias).kv
     store.apply([Increment("old", 5), Expire("old", 60), Increment("kept", 7)])
