@@ -94,6 +94,11 @@ Scenarios (``--scenarios``, default all):
   ``--drain-jobs`` members and an ``on_success`` callback (``later_django.batches``) ->
   ``callback_ms`` (the value: the callback job's ``ready_at`` - the last member's
   ``finished_at``) and ``of_drain``.
+* ``chain_results`` (later_django only; ``bench/chain_results.py``): on the idle
+  workers, a chain of ``--chain-steps`` (1,000) ``continue_with`` jobs enqueued in one
+  transaction, each returning its parent's result + 1 (``context.parent_results``),
+  and the same chain whose steps do not read it (ABBA) -> steps/s (the value: steps /
+  the last step's ``finished_at`` - the enqueue's commit), ``of_blind``.
 * Backlog scenarios (later_django only, opt-in: name them in ``--scenarios``;
   ``bench/backlog.py``): each builds its backlog once per invocation
   (``--backlog`` jobs per part, default 1,000,000; ``api.enqueue_many`` in
@@ -170,7 +175,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The repository root first: this file's own directory would make ``bench`` this script.
 sys.path.insert(0, str(ROOT))
 
-from bench import backlog, fan_in  # noqa: E402  (after the path is set)
+from bench import backlog, chain_results, fan_in  # noqa: E402  (after the path is set)
 
 SETTINGS_MODULE = "bench.bench_project.settings"
 NAMESPACE = "bench"  # LATER["NAMESPACE"] in bench_project.settings
@@ -195,6 +200,7 @@ SCENARIOS = [
     "drain_limited",
     "fan_in",
     "batch",
+    "chain_results",
 ]
 #: Opt-in scenarios (not in the default list): ``bloat`` takes a throwaway PostgreSQL
 #: cluster and ``--bloat-minutes`` (10) of steady load (``bench/bloat.py``).
@@ -208,6 +214,7 @@ LATER_ONLY = {
     "drain_limited",
     "fan_in",
     "batch",
+    "chain_results",
 }
 #: drain_limited: the concurrency limit of the drained queue (``BENCH_QUEUE_LIMITS``).
 LIMITED_CONCURRENCY = 8
@@ -932,6 +939,8 @@ def driver(scenario: str, options: argparse.Namespace) -> None:
         result = run_enqueue_unique(options)
     elif scenario in ("fan_in", "batch"):
         result = fan_in.run(options, log_dir, sys.modules[__name__], scenario)
+    elif scenario == "chain_results":
+        result = chain_results.run(options, log_dir, sys.modules[__name__])
     elif scenario == "drain_backlog" or scenario.startswith(backlog.BUILD_PREFIX):
         result = backlog.driver(scenario, options, log_dir, sys.modules[__name__])
     else:
@@ -1033,6 +1042,7 @@ def drive(
             "bulk_jobs",
             "drain_jobs",
             "drain_timeout",
+            "chain_steps",
             "latency_jobs",
             "latency_rate",
             "concurrency",
@@ -1088,6 +1098,7 @@ def figures(
         "drain_limited",
         "fan_in",
         "batch",
+        "chain_results",
         *DRAIN_FIGURES,
     }
     if scenario in ENQUEUE_SCENARIOS or scenario == "bare_insert_commit":
@@ -1229,6 +1240,8 @@ def figures(
         ]
     if scenario in ("fan_in", "batch"):
         return fan_in.figures(results, line, scenario)
+    if scenario == "chain_results":
+        return chain_results.figures(results, line)
     if scenario == "drain_limited":
         return [
             line(
@@ -1417,6 +1430,9 @@ def main() -> None:
         f"(every system drains the same count), {DRAIN_JOBS_ALONE:,} without",
     )
     parser.add_argument("--drain-timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--chain-steps", type=int, default=1_000, help="chain_results: the steps of a chain"
+    )
     parser.add_argument("--latency-jobs", type=int, default=500)
     parser.add_argument("--latency-rate", type=float, default=50.0)
     parser.add_argument(

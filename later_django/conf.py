@@ -49,12 +49,16 @@ KNOWN_KEYS = (
     "METRICS",
     "TRACING",
     "TASK_POLICIES",
+    "RESULT_MAX_BYTES",
 )
 #: The options of ``LATER["METRICS"]`` (the metrics view, :mod:`later_django.metrics`).
 METRICS_OPTIONS = ("TOKEN", "NAMESPACES")
 #: A bearer token shorter than this is refused (check E015): a guessable token would
 #: expose the figures.
 MIN_METRICS_TOKEN_LENGTH = 24
+#: ``LATER["RESULT_MAX_BYTES"]``'s default: the most bytes a job's return value may
+#: take, encoded as its record stores it (MessagePack).
+DEFAULT_RESULT_MAX_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,9 @@ class LaterSettings:
     #: opentelemetry-api is installed and a tracer provider is set
     #: (:mod:`later_django.engine.tracing`).
     tracing: bool = True
+    #: ``LATER["RESULT_MAX_BYTES"]``: a return value whose encoding is longer fails its
+    #: job at the finish, without retry (``ResultTooLarge``).
+    result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
 
 
 def topic_problems(raw_topics: Any) -> list[str]:
@@ -330,6 +337,19 @@ def _task_policies_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     return [("later_django.E019", f"{problem}.") for problem in problems]
 
 
+def _result_max_bytes_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """E021: ``RESULT_MAX_BYTES`` is an integer of at least 1 (bytes)."""
+    value = raw.get("RESULT_MAX_BYTES", DEFAULT_RESULT_MAX_BYTES)
+    if not isinstance(value, bool) and isinstance(value, int) and value >= 1:
+        return []
+    return [
+        (
+            "later_django.E021",
+            f"LATER['RESULT_MAX_BYTES'] must be an integer number of bytes >= 1, got {value!r}.",
+        )
+    ]
+
+
 _RULES: tuple[SettingRule, ...] = (
     _unknown_key_problems,
     _namespace_problems,
@@ -346,6 +366,7 @@ _RULES: tuple[SettingRule, ...] = (
     _metrics_problems,
     _tracing_problems,
     _task_policies_problems,
+    _result_max_bytes_problems,
 )
 #: Rules of keys whose validation lives above conf (``RECURRING``: the engine's,
 #: check E009), added by :mod:`later_django.checks` when it is imported (the app's
@@ -401,6 +422,7 @@ def later_settings() -> LaterSettings:
         metrics_token=raw.get("METRICS", {}).get("TOKEN"),
         metrics_namespaces=tuple(raw.get("METRICS", {}).get("NAMESPACES", ())),
         tracing=raw.get("TRACING", True),
+        result_max_bytes=raw.get("RESULT_MAX_BYTES", DEFAULT_RESULT_MAX_BYTES),
     )
     # Keyed on the settings object itself: override_settings installs a new one.
     _cache = (raw, resolved)

@@ -55,6 +55,16 @@ class ParentNotFound(LaterError):
     """``continue_with`` named a parent job that does not exist (or has expired)."""
 
 
+class ParentResultMissing(LaterError):
+    """A child read ``context.parent_results`` and a parent's record is gone (deleted by
+    an operator, or swept): its result cannot be passed. The job fails without retry."""
+
+
+class ResultTooLarge(LaterError):
+    """A task returned a value whose encoding is over ``LATER["RESULT_MAX_BYTES"]``.
+    The job fails without retry (running it again returns as much)."""
+
+
 class UniqueKeyContended(LaterError):
     """A unique job's key changed hands in every round of its enqueue: other processes
     enqueue and finish jobs of that key nonstop. Nothing was written; try again."""

@@ -48,6 +48,9 @@ def test_default_settings_pass_every_check() -> None:
         ({"METRICS": {"NAMESPACES": ["a-b"]}}, "later_django.E015", "'a-b'"),
         ({"TRACING": "off"}, "later_django.E016", "LATER['TRACING'] must be True or False"),
         ({"TASK_POLICIES": {"a.b": {"timeout": "1m"}}}, "later_django.E019", "['timeout']"),
+        ({"RESULT_MAX_BYTES": 0}, "later_django.E021", "LATER['RESULT_MAX_BYTES'] must be"),
+        ({"RESULT_MAX_BYTES": "1MB"}, "later_django.E021", "got '1MB'"),
+        ({"RESULT_MAX_BYTES": True}, "later_django.E021", "got True"),
     ],
 )
 def test_an_invalid_setting_is_reported_with_its_id_and_key(later, check_id, named) -> None:
@@ -111,6 +114,7 @@ def test_every_known_key_is_accepted(db_alias: str) -> None:
         "METRICS": {"TOKEN": "x" * 24, "NAMESPACES": ["shop"]},
         "TRACING": False,
         "TASK_POLICIES": {"shop.tasks.*": {"queue": "shop", "concurrency": 1}},
+        "RESULT_MAX_BYTES": 10_000,
     }
     assert sorted(later) == sorted(KNOWN_KEYS)
     with override_settings(LATER=later):

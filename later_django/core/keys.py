@@ -72,6 +72,18 @@ def pending_parents_key(namespace: str, job_id: str) -> str:
     return f"{namespace}-job-{job_id}-pending"
 
 
+#: What ends the key of a parent's dependents counter (:func:`dependents_key`); the
+#: sweep spells the key in SQL with it.
+DEPENDENTS_SUFFIX = "-dependents"
+
+
+def dependents_key(namespace: str, job_id: str) -> str:
+    """The counter of the children of ``job_id`` (``continue_with`` or ``after``) that
+    have not finished: while it exists the sweep keeps the parent's record, whose
+    result they may read (``engine.parent_holds``)."""
+    return f"{namespace}-job-{job_id}{DEPENDENTS_SUFFIX}"
+
+
 def undecodable_key(namespace: str, job_id: str) -> str:
     return f"{namespace}-job-{job_id}-undecodable"
 

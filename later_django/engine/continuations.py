@@ -18,7 +18,7 @@ from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.keys import children_key, member_child
 from later_django.core.records import JobRecord
-from later_django.engine import fan_in, moves
+from later_django.engine import fan_in, moves, parent_holds
 from later_django.engine.record_reads import read_records
 from later_django.engine.writes import JobWrites, commit, write_tables
 from later_django.storage.stores import Stores
@@ -59,7 +59,8 @@ def release_children(
     written, so a ``continue_with`` racing with the finish either committed
     its child first (and the child is seen here) or waits for this commit and
     then sees a finished parent. A child of a failed parent that runs only on
-    success fails too, and so, in turn, do its own such children.
+    success fails too, and so, in turn, do its own such children. The finished
+    children among them all let their parents go (:func:`parent_holds.release`).
 
     ``members``: the live members of :func:`children_ranges` of ``written``, when
     the caller read them already in a statement begun after the parents' records
@@ -67,6 +68,7 @@ def release_children(
     """
     now = now_ms()
     parents = [record for record in written if record.stage in stages.FINISHED]
+    finished = list(parents)
     seen: set[str] = set()
     while parents:
         parents = [parent for parent in parents if parent.job_id not in seen]
@@ -78,10 +80,13 @@ def release_children(
             ranges = {key: members[key] for key in keys if key in members}
             members = None
         if not ranges:
-            return
+            break
         parents = _move_children(
             writes, dict(zip(keys, parents, strict=True)), ranges, stores, now, settings
         )
+        finished += parents
+    # The finished children let their parents' records go (no statement without one).
+    parent_holds.release(writes, finished, stores)
 
 
 def _move_children(

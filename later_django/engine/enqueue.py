@@ -23,7 +23,7 @@ from later_django.core.clock import now_ms
 from later_django.core.keys import children_key, job_key
 from later_django.core.records import JobRecord, decode_record, new_job_ids
 from later_django.core.unique import UniqueKey
-from later_django.engine import fan_in, metrics, moves, partitions, tracing
+from later_django.engine import fan_in, metrics, moves, parent_holds, partitions, tracing
 from later_django.engine.unique import claim_unique_keys
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import LaterError, ParentNotFound, TopicLayoutMismatch
@@ -259,6 +259,7 @@ def _write_new(
             else:
                 parent = parents.get(job.parent_job_id)
                 _place(writes, record, job, parent, placement is not None, now, settings)
+            parent_holds.hold(writes, record)
     writes.on_commit(metrics.flush_if_due)
     commit(writes, stores)
     return records

@@ -24,7 +24,7 @@ from typing import Any
 
 from later_django.core import clock
 from later_django.core.clock import minute_bucket
-from later_django.core.keys import job_key_prefix
+from later_django.core.keys import DEPENDENTS_SUFFIX, job_key_prefix
 from later_django.core.stages import ENQUEUED
 from later_django.storage.driver import Driver, as_bytes
 from later_django.storage.job_filters import (
@@ -360,11 +360,19 @@ class JobIndexStore(FilteredIndexReads):
         their jobs' records (whose expiry is ``date_expire_unindexed``, the same time:
         see migration 0013), in one transaction of two bounded statements, and the
         metric buckets more than ``METRIC_RETENTION_MINUTES`` before it; returns the
-        index rows removed."""
+        index rows removed. A job whose dependents counter exists
+        (``core.keys.dependents_key``: children that have not finished, which may read
+        its result) is skipped, however long ago it expired."""
         q, driver = self._q, self._driver
         removed = 0
         if limit > 0:
-            params = {"namespace": namespace, "now": now_ms, "limit": limit}
+            params = {
+                "namespace": namespace,
+                "now": now_ms,
+                "limit": limit,
+                "held_prefix": job_key_prefix(namespace),
+                "held_suffix": DEPENDENTS_SUFFIX,
+            }
             with driver.atomic():
                 job_ids = [job_id for (job_id,) in driver.fetch_all(q.sweep_index, params)]
                 if job_ids:

@@ -2,7 +2,8 @@
 
 A run of consecutive ``Set`` operations becomes a :class:`SetRun`, of ``Delete``
 operations a :class:`DeleteRun`, of two or more ``RangeAdd`` operations a
-:class:`RangeAddRun`; the effect is that of applying the operations in order.
+:class:`RangeAddRun`, of two or more ``Increment`` operations an
+:class:`IncrementRun`; the effect is that of applying the operations in order.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
-from later_django.storage.types import Delete, RangeAdd, Set, StorageOperation
+from later_django.storage.types import Delete, Increment, RangeAdd, Set, StorageOperation
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,18 @@ class RangeAddRun:
     adds: list[RangeAdd]
 
 
+@dataclass(frozen=True)
+class IncrementRun:
+    """Two or more consecutive ``Increment`` operations as rows ``{"key", "by"}``, one
+    per key (its amounts summed), in key order (a child's holds on its parents, with a
+    fan-in child's pending count)."""
+
+    rows: list[dict[str, object]]
+
+
 def batch_runs(
     operations: Sequence[StorageOperation],
-) -> Iterator[StorageOperation | SetRun | DeleteRun | RangeAddRun]:
+) -> Iterator[StorageOperation | SetRun | DeleteRun | RangeAddRun | IncrementRun]:
     """``operations`` with each run of consecutive ``Set`` (or ``Delete``, or two or
     more ``RangeAdd``) operations folded into one :class:`SetRun` (:class:`DeleteRun`,
     :class:`RangeAddRun`).
@@ -56,5 +66,14 @@ def batch_runs(
             last = {(op.key, op.value): op for op in run if isinstance(op, RangeAdd)}
             adds = list(last.values())
             yield RangeAddRun(adds) if len(adds) > 1 else adds[0]
+        elif kind is Increment:
+            increments = [op for op in run if isinstance(op, Increment)]
+            if len(increments) == 1:
+                yield increments[0]
+                continue
+            amounts: dict[str, int] = {}
+            for op in increments:
+                amounts[op.key] = amounts.get(op.key, 0) + op.by
+            yield IncrementRun([{"key": key, "by": amounts[key]} for key in sorted(amounts)])
         else:
             yield from run

@@ -12,23 +12,27 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db import close_old_connections
 
 from later_django.compat.tasks import Task, TaskContext, TaskResult, task_finished, task_started
+from later_django.conf import later_settings
 from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.log_context import job_context, job_fields
 from later_django.core.payload import json_compatible
-from later_django.core.records import JobError, JobRecord
+from later_django.core.records import JobError, JobRecord, pack
 from later_django.engine.cancellation import CancelFlag, running_with
 from later_django.engine.execution.values import Outcome, StartedJob
 from later_django.engine.moves import error_from_exception
+from later_django.engine.parent_results import ParentResults, parent_ids_of
 from later_django.engine.results import task_result
 from later_django.engine.tracing import execution_span
+from later_django.exceptions import ParentResultMissing, ResultTooLarge
 
 logger = logging.getLogger("later_django.worker")
 
@@ -37,9 +41,14 @@ logger = logging.getLogger("later_django.worker")
 class LaterTaskContext(TaskContext):
     """The ``context`` a ``takes_context`` task of later_django gets: django.tasks'
     ``TaskContext`` plus ``cancelled``, a flag set once the job's cancel is requested
-    (``if context.cancelled: ...``, ``context.cancelled.wait(5)``)."""
+    (``if context.cancelled: ...``, ``context.cancelled.wait(5)``), and
+    ``parent_results``, a read-only mapping parent job id -> return value of a child's
+    parents (``continue_with``: its one parent; ``after``: all, in the order given;
+    empty for a job without parents), read on first use
+    (:class:`~later_django.engine.parent_results.ParentResults`)."""
 
     cancelled: CancelFlag
+    parent_results: Mapping[str, Any] = field(default_factory=lambda: ParentResults(None, "", ()))
 
 
 def run_job(job: StartedJob, *, manage_connections: bool = True) -> Outcome:
@@ -71,12 +80,28 @@ def _outcome(job: StartedJob) -> Outcome:
         with running_with(job.cancel), execution_span(job.record):
             value = _call(job)
     except BaseException as error:  # the job's failure, never the worker's
-        return _failure(job, error, retryable=True)
+        # A parent's record gone will not come back: retrying cannot help.
+        return _failure(job, error, retryable=not isinstance(error, ParentResultMissing))
     try:
         return_value = json_compatible(value, "the return value")
+        if return_value is not None:
+            _check_size(return_value)
     except BaseException as error:
         return _failure(job, error, retryable=False)
     return Outcome(job, return_value=return_value)
+
+
+def _check_size(return_value: Any) -> None:
+    """``ResultTooLarge`` naming the size, the limit and the setting when the encoded
+    ``return_value`` (MessagePack, as the record holds it) is over
+    ``LATER["RESULT_MAX_BYTES"]``."""
+    limit = later_settings().result_max_bytes
+    size = len(pack(return_value))
+    if size > limit:
+        raise ResultTooLarge(
+            f"the return value is {size:,} bytes encoded, over the limit of {limit:,} "
+            f"bytes (LATER['RESULT_MAX_BYTES'])"
+        )
 
 
 def _call(job: StartedJob) -> Any:
@@ -85,7 +110,9 @@ def _call(job: StartedJob) -> Any:
     result = task_result(record, job.task)
     task_started.send(sender=type(job.task.get_backend()), task_result=result)
     if job.task.takes_context:
-        context = LaterTaskContext(task_result=result, cancelled=job.cancel)
+        kv = None if job.stores is None else job.stores.kv
+        parents = ParentResults(kv, record.namespace, parent_ids_of(record))
+        context = LaterTaskContext(task_result=result, cancelled=job.cancel, parent_results=parents)
         return job.task.call(context, *record.args, **record.kwargs)
     return job.task.call(*record.args, **record.kwargs)
 

@@ -24,8 +24,9 @@ from later_django.engine.execution.finish import finish_and_continue
 from later_django.engine.execution.start import plan_batch
 from later_django.engine.execution.values import Outcome
 from later_django.storage.stores import stores_for
-from tests.engine import tasks
-from tests.engine.support import NAMESPACE
+from later_django.worker.task_calls import run_job
+from tests.engine import result_tasks, tasks
+from tests.engine.support import NAMESPACE, run_burst
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -217,3 +218,75 @@ def test_a_parents_finish_with_a_fan_in_child_is_a_fixed_list_of_statements(
     }
 
     assert steps == FAN_IN_PINNED[connections[engine_db].vendor]
+
+
+def child_statements(alias: str) -> dict[str, list[str]]:
+    """A fan-in child of two finished parents claimed, started, run (its task reads
+    ``context.parent_results``) and finished as one batch; each step's statements."""
+    stores = stores_for(alias)
+    worker = {
+        "stores": stores,
+        "namespace": NAMESPACE,
+        "worker_id": "w1",
+        "settings": later_settings(),
+    }
+    parents = [result_tasks.number.using(queue_name="emails").enqueue(n).id for n in (1, 2)]
+    child = after(parents, result_tasks.parent_results)
+    run_burst(["emails"])
+    connection = connections[alias]
+    metrics.accumulator.take()
+    messages = stores.queue.claim(NAMESPACE, ["default"], "w1", 30_000, batch_size=1)
+    with CaptureQueriesContext(connection) as start:
+        batch = plan_batch(messages, lease_ms=30_000, **worker)
+        batch.commit()
+    [job] = batch.started
+    assert job.record.job_id == child.id
+    with CaptureQueriesContext(connection) as run:
+        outcome = run_job(job, manage_connections=False)
+    assert outcome.return_value == [[parents[0], 1], [parents[1], 2]]
+    metrics.accumulator.take()
+    with CaptureQueriesContext(connection) as finish:
+        finish_and_continue([outcome], **worker)
+    return {
+        step: [kind(query["sql"]) for query in captured.captured_queries]
+        for step, captured in (("start", start), ("run", run), ("finish", finish))
+    }
+
+
+#: vendor -> the statements of a child's start (as any job's: the pins above), of its
+#: task reading ``context.parent_results`` (one read of every parent's record), and
+#: of its finish (as any job's, plus the decrement of its parents' dependents counters,
+#: and their deletion once at 0).
+CHILD_PINNED = {
+    "postgresql": {
+        "start": PINNED["postgresql"]["start"],
+        "run": ["read records"],
+        "finish": [
+            "BEGIN",
+            "one combined write",
+            "read continuations",
+            "decrement counters",
+            "one combined write",  # the counters left at 0 deleted
+            "COMMIT",
+        ],
+    },
+    "sqlite": {
+        "start": PINNED["sqlite"]["start"],
+        "run": ["read records"],
+        "finish": [
+            *PINNED["sqlite"]["finish"][:-1],
+            "decrement counters",
+            "delete keys",
+            "COMMIT",
+        ],
+    },
+}
+
+
+def test_a_childs_start_reading_its_parents_results_is_a_fixed_list_of_statements(
+    engine_db: str,
+) -> None:
+    """Reading the parents' results costs the child one statement, on first use, and
+    its start none; its finish lets the parents go with one more statement (plus the
+    counters' deletion). A job without parents pays none of it (the pins above)."""
+    assert child_statements(engine_db) == CHILD_PINNED[connections[engine_db].vendor]

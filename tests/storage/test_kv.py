@@ -244,6 +244,33 @@ def test_increment_of_an_expired_key_starts_the_counter_again(db_alias: str) -> 
     assert stored_row(db_alias, "hits") == (None, 2, None)
 
 
+def test_get_many_unswept_also_returns_expired_values_until_they_are_deleted(
+    db_alias: str,
+) -> None:
+    store = stores_for(db_alias).kv
+    store.apply([Set("live", b"1"), Set("old", b"2", 60), Set("gone", b"3"), Increment("hits")])
+    expire_value_now(db_alias, "old")
+    store.apply([Delete("gone")])
+    keys = ["live", "old", "gone", "hits", "never"]
+
+    assert store.get_many(keys) == {"live": b"1"}
+    assert store.get_many_unswept(keys) == {"live": b"1", "old": b"2"}
+
+
+def test_a_run_of_increments_is_one_statement_with_the_effect_of_each(db_alias: str) -> None:
+    store = stores_for(db_alias).kv
+    store.apply([Increment("old", 5), Expire("old", 60), Increment("kept", 7)])
+    expire_value_now(db_alias, "old")
+    run = [Increment("new", 2), Increment("kept", 1), Increment("old", 3), Increment("new", 1)]
+    with CaptureQueriesContext(connections[db_alias]) as captured:
+        store.apply(run, savepoint=False)
+    statements = [query["sql"] for query in captured.captured_queries]
+    assert len([sql for sql in statements if "INSERT INTO later_storage" in sql]) == 1
+    assert stored_row(db_alias, "new") == (None, 3, None)
+    assert stored_row(db_alias, "kept") == (None, 8, None)
+    assert stored_row(db_alias, "old") == (None, 3, None), "an expired counter starts again"
+
+
 # --- apply is all-or-nothing ---
 
 

@@ -42,6 +42,15 @@ def record(path: str, label: Any) -> Any:
     return label
 
 
+@task(takes_context=True)
+def record_parent_results(context: Any, path: str, label: str) -> list[list[Any]]:
+    """Writes one line with ``label`` and its parents' results (``[[id, result], ...]``,
+    in the order given) and returns them."""
+    results = [[parent, value] for parent, value in context.parent_results.items()]
+    append_line(path, {"label": label, "event": "run", "parent_results": results})
+    return results
+
+
 @task
 def sleep_and_record(path: str, label: str, seconds: float) -> str:
     """Writes a ``start`` line, sleeps ``seconds``, writes an ``end`` line."""

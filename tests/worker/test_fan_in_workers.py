@@ -63,3 +63,27 @@ def test_children_of_200_parents_finishing_on_two_workers_run_exactly_once(
     assert fetch(alias, "SELECT COUNT(*) FROM later_storage WHERE key LIKE %s", ["%-pending"]) == [
         (0,)
     ]
+
+
+def test_a_fan_in_child_run_by_a_worker_process_gets_its_three_parents_results(
+    alias: str, workers: Workers, lines: Path
+) -> None:
+    for _ in range(2):
+        workers.start(alias, "--concurrency", "4")
+    wait_for(lambda: len(worker_rows(alias)) == 2, START_SECONDS, "two workers up", workers)
+    path = str(lines)
+
+    with transaction.atomic(using=alias):
+        parents = [tasks.record.enqueue(path, {"parent": n}) for n in range(3)]
+        child = after(parents[::-1], tasks.record_parent_results, path, "child")
+
+    done = wait_for(lambda: finished(child), 60.0, "the fan-in child ran", workers)
+    assert done.status == TaskResultStatus.SUCCESSFUL, workers.logs()
+    expected = [[parent.id, {"parent": n}] for n, parent in reversed(list(enumerate(parents)))]
+    assert done.return_value == expected
+    [line] = [line for line in read_lines(lines) if line["label"] == "child"]
+    assert line["parent_results"] == expected
+    # The parents are let go once their child has finished.
+    assert fetch(
+        alias, "SELECT COUNT(*) FROM later_storage WHERE key LIKE %s", ["%-dependents"]
+    ) == [(0,)]

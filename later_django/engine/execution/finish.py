@@ -23,7 +23,7 @@ from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.records import JobRecord
 from later_django.core.retry import lineage
-from later_django.engine import cancellation, moves
+from later_django.engine import cancellation, moves, parent_holds
 from later_django.engine.cancellation import Requests
 from later_django.engine.continuations import (
     children_ranges,
@@ -122,6 +122,9 @@ def _finish_then_fence(
         following = fenced.following
         if fenced.members:
             following = _release_fenced_children(writes, parents, fenced, worker, now)
+        else:
+            finished = [record for record in parents if record.stage in stages.FINISHED]
+            parent_holds.release(writes, finished, stores)
         started = _continue_partitions(writes, following, held, slots, worker)
     return records, started
 

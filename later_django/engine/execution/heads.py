@@ -148,6 +148,5 @@ def _start_claim(
         return None
     moves.start(writes, record, now, worker.worker_id, now + worker.lease_ms)
     held = HeldPartition(claim.topic, claim.partition_id, claim.epoch)
-    return StartedJob(
-        record, task, held=held, deadline_ms=attempt_deadline(task, now, worker.settings)
-    )
+    deadline = attempt_deadline(task, now, worker.settings)
+    return StartedJob(record, task, held=held, deadline_ms=deadline, stores=worker.stores)

@@ -281,7 +281,9 @@ def _start_message(
         return None
     moves.start(writes, record, now, worker.worker_id, now + worker.lease_ms)
     deadline = attempt_deadline(task, now, worker.settings)
-    return StartedJob(record, task, sequence=message.sequence, deadline_ms=deadline)
+    return StartedJob(
+        record, task, sequence=message.sequence, deadline_ms=deadline, stores=worker.stores
+    )
 
 
 def cancel_requested(writes: JobWrites, record: JobRecord, now: int, worker: WorkerArgs) -> None:

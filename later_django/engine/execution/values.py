@@ -60,6 +60,9 @@ class StartedJob:
     cancel: CancelFlag = field(default_factory=CancelFlag, compare=False, repr=False)
     #: When the attempt times out (epoch ms), or None: no timeout.
     deadline_ms: int | None = None
+    #: Where the job's parents' records are read from (``context.parent_results``);
+    #: None: nowhere (a child's read then fails naming why).
+    stores: Stores | None = field(default=None, compare=False, repr=False)
 
     @property
     def partition(self) -> Partition | None:

@@ -17,7 +17,7 @@ from later_django.core import stages
 from later_django.core.commands import ExecuteJob, decode_command
 from later_django.core.keys import children_key, due_key, job_key, undecodable_key
 from later_django.core.records import JobRecord
-from later_django.engine import cancellation, moves
+from later_django.engine import cancellation, moves, parent_holds
 from later_django.engine.continuations import commit_releasing_children
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import ActionRefused, RecordDecodeError
@@ -62,6 +62,8 @@ def retry_record(writes: JobWrites, record: JobRecord, stores: Stores, now: int)
             "there is nothing to run again"
         )
     moves.retry_failed(writes, record, now)
+    # A child runs again: it keeps its parents (results) again until it finishes.
+    parent_holds.hold(writes, record)
 
 
 def delete_record(writes: JobWrites, record: JobRecord, stores: Stores, now: int) -> None:
@@ -87,6 +89,9 @@ def delete_record(writes: JobWrites, record: JobRecord, stores: Stores, now: int
     writes.add(Delete(undecodable_key(namespace, job_id)))
     if record.stage in (stages.DELAYED, stages.REQUEUED) and record.run_after_ms is not None:
         writes.add(Delete(due_key(namespace, record.run_after_ms, job_id)))
+    if record.stage not in stages.FINISHED:
+        # It will never finish: its parents are no longer kept for it.
+        parent_holds.release(writes, [record], stores)
     if record.parent_job_id is not None and record.stage == stages.WAITING:
         writes.add(RangeRemove(children_key(namespace, record.parent_job_id), job_id.encode()))
     writes.unindex(job_id)

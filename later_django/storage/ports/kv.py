@@ -25,6 +25,10 @@ class KeyValuePort(Protocol):
         """The unexpired values of ``keys`` in one statement; absent, expired and counter-only
         keys are left out."""
 
+    def get_many_unswept(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """``get_many`` that also returns values past their expiry the sweep has not
+        deleted yet, in one statement."""
+
     def get_many_for_update(self, keys: Sequence[str]) -> dict[str, bytes]:
         """``get_many`` that also locks the rows until the transaction ends (PostgreSQL ``FOR
         UPDATE``, in key order; on SQLite the transaction already holds the database's write

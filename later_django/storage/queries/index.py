@@ -291,7 +291,9 @@ class IndexQueries:
     #: before the sequence ``before``), read through the queue's primary key.
     list_queued_first: str
     list_queued_before: str
-    #: Deletes up to ``limit`` expired index rows of the namespace -> their job ids.
+    #: Deletes up to ``limit`` expired index rows of the namespace -> their job ids,
+    #: skipping a job whose key ``held_prefix || job_id || held_suffix`` (its
+    #: dependents counter) exists.
     sweep_index: str
     #: (keys): deletes the records among ``keys`` that hold a ``date_expire_unindexed``
     #: (a record written live again since, e.g. retried, holds none). Not compared

@@ -24,6 +24,24 @@ _EXISTING_EXPIRED = (
     "AND later_storage.date_expire_unindexed <= %(now)s))"
 )
 
+# An Increment (or a run of them, keys distinct): an expired row counts as absent, so
+# the counter starts again from ``by`` and the stale value and expiry go.
+INCREMENT_INTO = (
+    "INSERT INTO later_storage "
+    "(key, value, counter_value, date_created, date_updated, date_expire) "
+)
+INCREMENT_CONFLICT = (
+    " ON CONFLICT (key) DO UPDATE SET "
+    "counter_value = CASE WHEN " + _EXISTING_EXPIRED + " THEN excluded.counter_value "
+    "ELSE COALESCE(later_storage.counter_value, 0) + excluded.counter_value END, "
+    "value = CASE WHEN " + _EXISTING_EXPIRED + " THEN NULL ELSE later_storage.value END, "
+    "date_expire = CASE WHEN " + _EXISTING_EXPIRED + " THEN NULL "
+    "ELSE later_storage.date_expire END, "
+    "date_expire_unindexed = CASE WHEN " + _EXISTING_EXPIRED + " THEN NULL "
+    "ELSE later_storage.date_expire_unindexed END, "
+    "date_updated = excluded.date_created"
+)
+
 #: The largest BIGINT: the exclusive start of a newest-first walk.
 NEWEST_FIRST_START = 9_223_372_036_854_775_807
 #: Sequences start at 1: the exclusive start of an oldest-first walk.
@@ -65,18 +83,9 @@ class KvQueries:
     # An expired row counts as absent: the counter starts again from ``by``
     # and the stale value and expiry go.
     increment = (
-        "INSERT INTO later_storage "
-        "(key, value, counter_value, date_created, date_updated, date_expire) "
-        "VALUES (%(key)s, NULL, %(by)s, %(now)s, NULL, NULL) "
-        "ON CONFLICT (key) DO UPDATE SET "
-        "counter_value = CASE WHEN " + _EXISTING_EXPIRED + " THEN excluded.counter_value "
-        "ELSE COALESCE(later_storage.counter_value, 0) + excluded.counter_value END, "
-        "value = CASE WHEN " + _EXISTING_EXPIRED + " THEN NULL ELSE later_storage.value END, "
-        "date_expire = CASE WHEN " + _EXISTING_EXPIRED + " THEN NULL "
-        "ELSE later_storage.date_expire END, "
-        "date_expire_unindexed = CASE WHEN " + _EXISTING_EXPIRED + " THEN NULL "
-        "ELSE later_storage.date_expire_unindexed END, "
-        "date_updated = excluded.date_created"
+        INCREMENT_INTO
+        + "VALUES (%(key)s, NULL, %(by)s, %(now)s, NULL, NULL)"
+        + (INCREMENT_CONFLICT)
     )
     # One statement, so of concurrent callers exactly one sees a row come back
     # (the conflict update re-checks the expiry of the row as it is after any
@@ -163,3 +172,6 @@ class KvQueries:
     #: of each, inserted in row order, returning ``(range_key, value)`` of the members
     #: added or kept (not those left expired).
     range_add_many: RowsStatement
+    #: Rows of (key, by), shared ``now``, keys distinct, in key order: ``increment``
+    #: of each.
+    increment_many: RowsStatement

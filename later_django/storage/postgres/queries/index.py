@@ -46,9 +46,10 @@ class PostgresIndexQueries(IndexQueries):
     list_queued_before = queued_messages("later_delivery_queue", before=True)
     sweep_index = (
         "DELETE FROM later_jobs_index WHERE (namespace, job_id) IN ("
-        " SELECT namespace, job_id FROM later_jobs_index"
+        " SELECT namespace, job_id FROM later_jobs_index AS i"
         " WHERE namespace = %(namespace)s AND date_expire IS NOT NULL"
-        " AND date_expire <= %(now)s LIMIT %(limit)s)"
+        " AND date_expire <= %(now)s AND NOT EXISTS (SELECT 1 FROM later_storage"
+        " WHERE key = %(held_prefix)s || i.job_id || %(held_suffix)s) LIMIT %(limit)s)"
         " AND date_expire <= %(now)s RETURNING job_id"
     )
     sweep_records = (

@@ -5,6 +5,8 @@ from __future__ import annotations
 from later_django.storage.driver import RowsStatement
 from later_django.storage.postgres import PostgresDriver
 from later_django.storage.queries.kv import (
+    INCREMENT_CONFLICT,
+    INCREMENT_INTO,
     LIVE,
     LIVE_MEMBER,
     RANGE_ADD_CONFLICT,
@@ -44,6 +46,11 @@ class PostgresKvQueries(KvQueries):
         + SET_CONFLICT,
         one=SET_INTO + "VALUES (%(key)s, %(value)s, NULL, %(now)s, NULL, %(date_expire)s, "
         "%(date_expire_unindexed)s)" + SET_CONFLICT,
+    )
+    increment_many = RowsStatement(
+        INCREMENT_INTO + "SELECT batch.key, NULL, batch.by, %(now)s, NULL, NULL "
+        "FROM unnest(%(key)s::varchar[], %(by)s::bigint[]) AS batch(key, by) "
+        "ORDER BY batch.key" + INCREMENT_CONFLICT
     )
     range_add_many = RowsStatement(
         "INSERT INTO later_storage_range (range_key, value, date_expire) "

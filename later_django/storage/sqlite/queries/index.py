@@ -33,9 +33,11 @@ class SqliteIndexQueries(IndexQueries):
     list_queued_before = queued_messages("later_delivery_queue NOT INDEXED", before=True)
     sweep_index = (
         "DELETE FROM later_jobs_index WHERE rowid IN ("
-        " SELECT rowid FROM later_jobs_index"
+        " SELECT rowid FROM later_jobs_index AS i"
         " WHERE namespace = %(namespace)s AND date_expire IS NOT NULL"
-        " AND date_expire <= %(now)s LIMIT %(limit)s) RETURNING job_id"
+        " AND date_expire <= %(now)s AND NOT EXISTS (SELECT 1 FROM later_storage"
+        " WHERE key = %(held_prefix)s || i.job_id || %(held_suffix)s) LIMIT %(limit)s)"
+        " RETURNING job_id"
     )
     sweep_records = (
         "DELETE FROM later_storage WHERE key IN (SELECT value FROM json_each(%(keys)s))"

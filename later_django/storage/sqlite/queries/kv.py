@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from later_django.storage.driver import RowsStatement
 from later_django.storage.queries.kv import (
+    INCREMENT_CONFLICT,
+    INCREMENT_INTO,
     LIVE,
     LIVE_MEMBER,
     RANGE_ADD_CONFLICT,
@@ -37,6 +39,10 @@ class SqliteKvQueries(KvQueries):
     set_many = RowsStatement(
         SET_INTO + "VALUES {values}" + SET_CONFLICT,
         row="(%(key)s, %(value)s, NULL, %(now)s, NULL, %(date_expire)s, %(date_expire_unindexed)s)",
+    )
+    increment_many = RowsStatement(
+        INCREMENT_INTO + "VALUES {values}" + INCREMENT_CONFLICT,
+        row="(%(key)s, NULL, %(by)s, %(now)s, NULL, NULL)",
     )
     range_add_many = RowsStatement(
         "INSERT INTO later_storage_range (range_key, value, date_expire) VALUES {values}"
