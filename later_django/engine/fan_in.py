@@ -30,7 +30,12 @@ from dataclasses import dataclass
 from later_django.compat.tasks import TaskResult
 from later_django.conf import LaterSettings
 from later_django.core import stages
-from later_django.core.keys import children_key, fan_in_member, pending_parents_key
+from later_django.core.keys import (
+    children_key,
+    dependents_key,
+    fan_in_member,
+    pending_parents_key,
+)
 from later_django.core.records import JobRecord
 from later_django.engine import moves
 from later_django.engine.record_reads import read_records
@@ -169,7 +174,8 @@ def add_parent(
     """Makes the job ``parent`` (enqueued in the caller's transaction, not finished) one
     more parent of each fan-in child in ``waiting`` that still waits: an edge in its
     children range, the child's pending count up by one, and its id appended to the
-    child's ``parent_job_ids``. Returns the children it was added to. Call it inside
+    child's ``parent_job_ids``, and the parent held for it (``engine.parent_holds``).
+    Returns the children it was added to. Call it inside
     ``atomic()``, while another parent of each child is known unfinished (so no count
     can reach 0 meanwhile): the children's records are locked until the commit."""
     children = read_records(stores.kv, namespace, sorted(waiting), for_update=True)
@@ -182,6 +188,8 @@ def add_parent(
         writes.save(child)
         writes.add(RangeAdd(children_key(namespace, parent.job_id), fan_in_member(child_id)))
         writes.add(Increment(pending_parents_key(namespace, child_id), 1))
+        # The child holds its new parent, as its enqueue held the others (parent_holds).
+        writes.add(Increment(dependents_key(namespace, parent.job_id), 1))
         added.append(child_id)
     if added:
         commit(writes, stores)

@@ -7,13 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
-from django.db import transaction
+from django.db import connections, transaction
 
 from later_django.api import enqueue_many
 from later_django.batches import batch, callback
 from later_django.compat.tasks import TaskResultStatus
+from later_django.core.keys import dependents_key
+from later_django.engine.record_reads import read_records
+from later_django.storage.stores import stores_for
 from tests.engine import tasks
-from tests.engine.support import no_rows, result, row_counts, run_until_finished
+from tests.engine.support import NAMESPACE, no_rows, result, row_counts, run_until_finished
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -24,6 +27,14 @@ def fired(path: Path) -> dict[str, dict]:
     by_label = {line.pop("label"): line for line in lines}
     assert len(by_label) == len(lines), f"a callback ran twice: {lines}"
     return by_label
+
+
+def counter(alias: str, key: str) -> int | None:
+    """The counter of the counter-only row ``key`` (None: no row)."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT counter_value FROM later_storage WHERE key = %s", [key])
+        row = cursor.fetchone()
+    return None if row is None else row[0]
 
 
 def every_rule(path: Path) -> dict[str, object]:
@@ -110,6 +121,26 @@ def test_a_running_member_adds_members_the_callbacks_wait_for(
     assert sorted(tasks.read_lines(lines)) == ["added-0", "added-1", "added-2"]
     counts = {"members": 5, "succeeded": 5, "failed": 0, "cancelled": 0, "failed_ids": []}
     assert fired(calls) == {"on_success": counts, "on_finish": counts}
+
+
+def test_an_added_member_is_kept_for_the_callback_until_it_has_run(
+    engine_db: str, tmp_path: Path
+) -> None:
+    lines = str(tmp_path / "lines")
+    # The callback waits on queue "reports", which the burst worker below does not serve.
+    waiting = callback(tasks.record_outcome.using(queue_name="reports"), str(tmp_path / "c"), "x")
+    with batch(on_finish=waiting) as opened:
+        spawner = tasks.spawn_into_batch.enqueue(lines, 2)
+    run_until_finished([spawner.id])
+    records = read_records(stores_for(engine_db).kv, NAMESPACE, [opened.callbacks["on_finish"].id])
+    (fire,) = records.values()
+    added = [job for job in fire.parent_job_ids if job != spawner.id]
+    assert len(added) == 2
+    for job in [spawner.id, *added]:
+        assert counter(engine_db, dependents_key(NAMESPACE, job)) == 1
+    run_until_finished([*added, opened.callbacks["on_finish"].id], queues=("default", "reports"))
+    for job in [spawner.id, *added]:
+        assert counter(engine_db, dependents_key(NAMESPACE, job)) is None
 
 
 def test_added_members_may_add_more_in_turn(engine_db: str, tmp_path: Path) -> None:
