@@ -27,6 +27,7 @@ import pytest
 
 #: Slow files, most costly first (seconds on one worker of ``make test``, 2026-12-06).
 SLOW = (
+    "tests/test_wagtail_site.py",
     "tests/worker/test_faults.py",
     "tests/worker/test_worker_process.py",
     "tests/worker/test_health_file.py",
@@ -38,7 +39,6 @@ SLOW = (
     "tests/browser/test_operator_walk.py",
     "tests/browser/test_operator_clicks.py",
     "tests/browser/test_job_page_style.py",
-    "tests/test_wagtail_site.py",
     "tests/worker/test_timeout_workers.py",
     "tests/test_quickstart.py",
     "tests/test_example_project.py",

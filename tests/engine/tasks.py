@@ -179,7 +179,7 @@ def record_outcome(outcome, path: str, label: str) -> int:
     return outcome.members
 
 
-@task(takes_context=True)
+@task(takes_context=True, retry={"max_retries": 0})
 def spawn_into_batch(context, path: str, count: int, depth: int = 0) -> int:
     """A batch member that adds ``count`` members (``later_django.batches.add``) which
     record their label; with ``depth`` > 0 each added one spawns in turn."""
