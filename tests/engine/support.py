@@ -58,3 +58,11 @@ def row_counts(alias: str, tables: Sequence[str] = ENGINE_TABLES) -> dict[str, i
 
 def no_rows(tables: Sequence[str] = ENGINE_TABLES) -> dict[str, int]:
     return dict.fromkeys(tables, 0)
+
+
+def counter_value(alias: str, key: str) -> int | None:
+    """The counter of the counter-only ``later_storage`` row ``key`` (None: no row)."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT counter_value FROM later_storage WHERE key = %s", [key])
+        row = cursor.fetchone()
+    return None if row is None else row[0]

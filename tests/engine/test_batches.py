@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from django.db import connections, transaction
+from django.db import transaction
 
 from later_django.api import enqueue_many
 from later_django.batches import batch, callback
@@ -16,7 +16,14 @@ from later_django.core.keys import dependents_key
 from later_django.engine.record_reads import read_records
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
-from tests.engine.support import NAMESPACE, no_rows, result, row_counts, run_until_finished
+from tests.engine.support import (
+    NAMESPACE,
+    counter_value,
+    no_rows,
+    result,
+    row_counts,
+    run_until_finished,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -27,14 +34,6 @@ def fired(path: Path) -> dict[str, dict]:
     by_label = {line.pop("label"): line for line in lines}
     assert len(by_label) == len(lines), f"a callback ran twice: {lines}"
     return by_label
-
-
-def counter(alias: str, key: str) -> int | None:
-    """The counter of the counter-only row ``key`` (None: no row)."""
-    with connections[alias].cursor() as cursor:
-        cursor.execute("SELECT counter_value FROM later_storage WHERE key = %s", [key])
-        row = cursor.fetchone()
-    return None if row is None else row[0]
 
 
 def every_rule(path: Path) -> dict[str, object]:
@@ -137,10 +136,10 @@ def test_an_added_member_is_kept_for_the_callback_until_it_has_run(
     added = [job for job in fire.parent_job_ids if job != spawner.id]
     assert len(added) == 2
     for job in [spawner.id, *added]:
-        assert counter(engine_db, dependents_key(NAMESPACE, job)) == 1
+        assert counter_value(engine_db, dependents_key(NAMESPACE, job)) == 1
     run_until_finished([*added, opened.callbacks["on_finish"].id], queues=("default", "reports"))
     for job in [spawner.id, *added]:
-        assert counter(engine_db, dependents_key(NAMESPACE, job)) is None
+        assert counter_value(engine_db, dependents_key(NAMESPACE, job)) is None
 
 
 def test_added_members_may_add_more_in_turn(engine_db: str, tmp_path: Path) -> None:

@@ -16,7 +16,14 @@ from later_django.compat.tasks import TaskResultStatus
 from later_django.core.keys import pending_parents_key
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
-from tests.engine.support import NAMESPACE, no_rows, result, row_counts, run_burst
+from tests.engine.support import (
+    NAMESPACE,
+    counter_value,
+    no_rows,
+    result,
+    row_counts,
+    run_burst,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -29,13 +36,7 @@ def stage(alias: str, job_id: str) -> str | None:
 
 def pending(alias: str, child_id: str) -> int | None:
     """The stored count of parents ``child_id`` waits for (None: no counter row)."""
-    with connections[alias].cursor() as cursor:
-        cursor.execute(
-            "SELECT counter_value FROM later_storage WHERE key = %s",
-            [pending_parents_key(NAMESPACE, child_id)],
-        )
-        row = cursor.fetchone()
-    return None if row is None else row[0]
+    return counter_value(alias, pending_parents_key(NAMESPACE, child_id))
 
 
 def on_queue(queue: str, path: str, label: str):

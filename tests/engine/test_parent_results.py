@@ -18,20 +18,20 @@ from later_django.core.keys import dependents_key, job_key
 from later_django.engine.job_actions.one_job import delete_job, retry_failed
 from later_django.maintenance import PassContext, sweep
 from tests.engine import result_tasks, tasks
-from tests.engine.support import NAMESPACE, result, run_burst, run_until_finished
+from tests.engine.support import (
+    NAMESPACE,
+    counter_value,
+    result,
+    run_burst,
+    run_until_finished,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 
 def dependents(alias: str, parent_id: str) -> int | None:
     """The stored count of ``parent_id``'s unfinished children (None: no counter row)."""
-    with connections[alias].cursor() as cursor:
-        cursor.execute(
-            "SELECT counter_value FROM later_storage WHERE key = %s",
-            [dependents_key(NAMESPACE, parent_id)],
-        )
-        row = cursor.fetchone()
-    return None if row is None else row[0]
+    return counter_value(alias, dependents_key(NAMESPACE, parent_id))
 
 
 def expire_now(alias: str, job_id: str) -> None:
