@@ -70,6 +70,9 @@ def release_children(
     parents = [record for record in written if record.stage in stages.FINISHED]
     finished = list(parents)
     seen: set[str] = set()
+    # Children moved by an earlier round: their records are not written until the
+    # commit, so a later round would read them still waiting and move them again.
+    moved: set[str] = set()
     while parents:
         parents = [parent for parent in parents if parent.job_id not in seen]
         seen.update(parent.job_id for parent in parents)
@@ -82,7 +85,7 @@ def release_children(
         if not ranges:
             break
         parents = _move_children(
-            writes, dict(zip(keys, parents, strict=True)), ranges, stores, now, settings
+            writes, dict(zip(keys, parents, strict=True)), ranges, stores, now, settings, moved
         )
         finished += parents
     # The finished children let their parents' records go (no statement without one).
@@ -96,10 +99,12 @@ def _move_children(
     stores: Stores,
     now: int,
     settings: LaterSettings,
+    moved: set[str],
 ) -> list[JobRecord]:
     """Moves the children named in ``ranges`` (the children ranges of finished
     parents, by range key), emptying the ranges; returns the children it failed,
-    whose own children move next.
+    whose own children move next. ``moved``: the children this transaction moved
+    already (left as they are), to which it adds those it moves.
 
     Fan-in children first drop their pending counts (:func:`fan_in.decrement`,
     whose statement empties the ranges too); then one read locks the records of the
@@ -122,9 +127,12 @@ def _move_children(
         resolutions = {}
         for key in sorted(ranges):
             writes.add(RangeClear(key))
+    parent_of_child = {c: p for c, p in parent_of_child.items() if c not in moved}
+    resolutions = {c: r for c, r in resolutions.items() if c not in moved}
     to_read = sorted({*parent_of_child, *resolutions})
     if not to_read:
         return []
+    moved.update(to_read)
     children = read_records(stores.kv, writes.namespace, to_read, for_update=True)
     newly_finished: list[JobRecord] = []
     for child_id, parent in sorted(parent_of_child.items()):

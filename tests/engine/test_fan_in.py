@@ -13,7 +13,8 @@ from django.db import connections
 
 from later_django.api import ParentNotFound, after, cancel, continue_with
 from later_django.compat.tasks import TaskResultStatus
-from later_django.core.keys import pending_parents_key
+from later_django.core.keys import job_key, pending_parents_key
+from later_django.core.records import decode_record
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
 from tests.engine.support import (
@@ -223,3 +224,24 @@ def test_nothing_is_left_once_a_fan_in_has_run(engine_db: str) -> None:
         cursor.execute("SELECT COUNT(*) FROM later_storage WHERE key LIKE %s", ["%-pending"])
         assert cursor.fetchone()[0] == 0
     assert no_rows(("later_delivery_queue",)) == row_counts(engine_db, ("later_delivery_queue",))
+
+
+def test_a_diamond_fails_the_fan_in_child_once(engine_db: str) -> None:
+    """A fails; B (A's continuation) fails with it; C waits for A and B. The one
+    transaction that finishes A moves C once: its record names A, and the failed
+    transitions it counts are A's, B's and C's, not C's twice."""
+    from later_django.core.clock import minute_bucket, now_ms
+    from later_django.engine import metrics
+
+    a = tasks.fail_once_without_retry.enqueue("boom")
+    b = continue_with(a, tasks.add, 1, 1)
+    c = after([a, b], tasks.add, 2, 2)
+    run_burst(["default"])
+    metrics.flush()
+
+    now = minute_bucket(now_ms())
+    counted = stores_for(engine_db).dashboard.transitions_between(NAMESPACE, now - 5, now + 1)
+    assert counted["failed"] == 3
+    record = stores_for(engine_db).kv.get(job_key(NAMESPACE, c.id))
+    assert decode_record(record).reason == f"parent {a.id} failed"
+    assert stage(engine_db, c.id) == "failed"
