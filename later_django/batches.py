@@ -152,8 +152,7 @@ def add(context: TaskContext, task_: Task, *args: Any, **kwargs: Any) -> TaskRes
                 f"job {member_id} is not a member of a batch whose callbacks still wait"
             )
         added = task_.enqueue(*args, **kwargs)
-        (record,) = read_records(stores.kv, settings.namespace, [added.id]).values()
-        fan_in.add_parent(stores, settings.namespace, callbacks, record)
+        fan_in.add_parent(stores, settings.namespace, callbacks, added.id)
     return added
 
 

@@ -168,10 +168,8 @@ def settle(
     return failed
 
 
-def add_parent(
-    stores: Stores, namespace: str, waiting: Sequence[str], parent: JobRecord
-) -> list[str]:
-    """Makes the job ``parent`` (enqueued in the caller's transaction, not finished) one
+def add_parent(stores: Stores, namespace: str, waiting: Sequence[str], parent_id: str) -> list[str]:
+    """Makes the job ``parent_id`` (enqueued in the caller's transaction, not finished) one
     more parent of each fan-in child in ``waiting`` that still waits: an edge in its
     children range, the child's pending count up by one, and its id appended to the
     child's ``parent_job_ids``, and the parent held for it (``engine.parent_holds``).
@@ -184,12 +182,12 @@ def add_parent(
     for child_id, child in sorted(children.items()):
         if child.stage != stages.WAITING or child.parent_job_ids is None:
             continue
-        child.parent_job_ids.append(parent.job_id)
+        child.parent_job_ids.append(parent_id)
         writes.save(child)
-        writes.add(RangeAdd(children_key(namespace, parent.job_id), fan_in_member(child_id)))
+        writes.add(RangeAdd(children_key(namespace, parent_id), fan_in_member(child_id)))
         writes.add(Increment(pending_parents_key(namespace, child_id), 1))
         # The child holds its new parent, as its enqueue held the others (parent_holds).
-        writes.add(Increment(dependents_key(namespace, parent.job_id), 1))
+        writes.add(Increment(dependents_key(namespace, parent_id), 1))
         added.append(child_id)
     if added:
         commit(writes, stores)
