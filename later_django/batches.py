@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,8 @@ from later_django.compat.tasks import InvalidTask, Task, TaskContext, TaskResult
 from later_django.conf import later_settings
 from later_django.core import stages
 from later_django.core.keys import children_key, member_child
-from later_django.engine import batch_scope, fan_in
+from later_django.core.records import new_job_id
+from later_django.engine import batch_scope, fan_in, workflows
 from later_django.engine.record_reads import read_records
 from later_django.engine.registry import resolve_task
 from later_django.storage.ports.kv import KeyValuePort
@@ -86,6 +87,8 @@ class Batch:
     """An open batch: its members so far; after the block, its callbacks' jobs."""
 
     members: list[str]
+    #: The batch's workflow id: its jobs (members and callbacks) carry it.
+    id: str
     callbacks: dict[str, TaskResult] = field(default_factory=dict)
 
 
@@ -95,6 +98,7 @@ def batch(
     on_success: Callback | None = None,
     on_failure: Callback | None = None,
     on_finish: Callback | None = None,
+    name: str = "",
 ) -> Iterator[Batch]:
     """Collects the jobs enqueued in the block (``enqueue``, ``enqueue_many``, any
     later_django enqueue) and enqueues the callbacks given (see the module). A batch
@@ -108,12 +112,18 @@ def batch(
     for rule, cb in chosen.items():
         if not isinstance(cb, Callback):
             raise TypeError(f"{rule} must be callback(task, ...), got {cb!r}")
-    with transaction.atomic(using=later_settings().database):
-        with batch_scope.collecting() as members:
-            opened = Batch(members)
+    settings = later_settings()
+    workflow_id = new_job_id()
+    with transaction.atomic(using=settings.database):
+        with batch_scope.collecting(workflow_id) as members:
+            opened = Batch(members, workflow_id)
             yield opened
-        for rule, cb in chosen.items():
-            opened.callbacks[rule] = _enqueue_callback(rule, cb, list(members))
+        with batch_scope.joining(workflow_id):
+            for rule, cb in chosen.items():
+                opened.callbacks[rule] = _enqueue_callback(rule, cb, list(members))
+        callbacks = {rule: result.id for rule, result in opened.callbacks.items()}
+        row = workflows.new_row(workflow_id, "batch", name, callbacks)
+        workflows.write_row(stores_for(settings.database), settings.namespace, row)
 
 
 def _enqueue_callback(rule: str, cb: Callback, members: list[str]) -> TaskResult:
@@ -146,28 +156,32 @@ def add(context: TaskContext, task_: Task, *args: Any, **kwargs: Any) -> TaskRes
     stores = stores_for(settings.database)
     member_id = context.task_result.id
     with transaction.atomic(using=settings.database):
-        callbacks = _callbacks_of(stores, settings.namespace, member_id)
+        callbacks, flow = _callbacks_of(stores, settings.namespace, member_id)
         if not callbacks:
             raise RuntimeError(
                 f"job {member_id} is not a member of a batch whose callbacks still wait"
             )
-        added = task_.enqueue(*args, **kwargs)
+        with batch_scope.joining(flow) if flow is not None else nullcontext():
+            added = task_.enqueue(*args, **kwargs)
         fan_in.add_parent(stores, settings.namespace, callbacks, added.id)
     return added
 
 
-def _callbacks_of(stores: Stores, namespace: str, member_id: str) -> list[str]:
+def _callbacks_of(stores: Stores, namespace: str, member_id: str) -> tuple[list[str], str | None]:
     """The waiting batch callbacks (fan-in children running :func:`fire_callback`) in
-    the member's children range."""
+    the member's children range, and the member's workflow id (its record is read
+    with the callbacks', in one statement)."""
     key = children_key(namespace, member_id)
     members = stores.kv.range_members_many([key]).get(key, [])
     fan_ins = [child for child, all_of in map(member_child, members) if all_of]
-    records = read_records(stores.kv, namespace, fan_ins)
-    return [
+    records = read_records(stores.kv, namespace, [*fan_ins, member_id])
+    own = records.pop(member_id, None)
+    waiting = [
         job_id
         for job_id, record in records.items()
         if record.task_path == fire_callback.module_path and record.stage == stages.WAITING
     ]
+    return waiting, own.workflow_id if own is not None else None
 
 
 @task(takes_context=True)

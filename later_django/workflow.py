@@ -31,7 +31,11 @@ from later_django.api import after
 from later_django.backend import LaterBackend
 from later_django.compat.tasks import InvalidTask, Task, TaskResult
 from later_django.conf import later_settings
+from later_django.core.records import new_job_id
+from later_django.engine import batch_scope, workflows
 from later_django.engine.enqueue import CONTINUE_ON
+from later_django.engine.workflows import WorkflowState
+from later_django.storage.stores import stores_for
 
 #: The longest step name (names are a workflow's own; they are not stored).
 NAME_LENGTH = 200
@@ -50,10 +54,17 @@ class Step:
 
 
 class Workflow:
-    """Steps added with :meth:`add`, enqueued together with :meth:`enqueue`."""
+    """Steps added with :meth:`add`, enqueued together with :meth:`enqueue`. ``name``
+    (optional, at most 200 characters) is shown on its admin page; ``id`` is the
+    workflow's id (its jobs carry it, :func:`get_workflow` and
+    :func:`cancel_workflow` take it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "") -> None:
+        if not isinstance(name, str) or len(name) > NAME_LENGTH:
+            raise ValueError(f"a workflow name is at most {NAME_LENGTH} characters, got {name!r}")
         self._steps: dict[str, Step] = {}
+        self.name = name
+        self.id = new_job_id()
 
     def add(
         self,
@@ -107,12 +118,22 @@ class Workflow:
         ``LaterBackend`` task), then enqueues every step in one transaction on
         ``LATER["DATABASE"]`` (joining the caller's, if any): all of them or none.
         Returns each step's ``TaskResult`` by name. A step's arguments are checked by
-        its enqueue, so a bad one rolls the whole workflow back."""
+        its enqueue, so a bad one rolls the whole workflow back. Its jobs carry its
+        :attr:`id`, and its row is written in the same transaction; enqueued inside
+        a batch, its jobs join the batch instead (:attr:`id` becomes the batch's)."""
         names = self.order()
         for step in self._steps.values():
             _check_backend(step)
         results: dict[str, TaskResult] = {}
-        with transaction.atomic(using=later_settings().database):
+        settings = later_settings()
+        with (
+            transaction.atomic(using=settings.database),
+            batch_scope.joining(self.id) as joined,
+        ):
+            if joined == self.id:
+                row = workflows.new_row(self.id, "workflow", self.name, {})
+                workflows.write_row(stores_for(settings.database), settings.namespace, row)
+            self.id = joined
             for name in names:
                 step = self._steps[name]
                 if step.after:
@@ -131,3 +152,22 @@ def _check_backend(step: Step) -> None:
             f"step {step.name!r}: task {step.task.module_path} uses backend "
             f"{step.task.backend!r} ({type(backend).__name__}), not a later_django LaterBackend"
         )
+
+
+def get_workflow(workflow_id: str) -> WorkflowState | None:
+    """The workflow or batch ``workflow_id`` as it is now: its row (kind, name, when,
+    callbacks) and its jobs counted by stage, with its ``state`` (``running``,
+    ``failed``, ``cancelled``, ``succeeded``); ``None`` when there is none. Two reads."""
+    settings = later_settings()
+    return workflows.read(stores_for(settings.database), settings.namespace, workflow_id)
+
+
+def cancel_workflow(workflow_id: str) -> dict[str, str]:
+    """Cancels every job of the workflow or batch ``workflow_id`` that has not run: as
+    ``later_django.api.cancel`` does for each (a running job gets the cancel request;
+    its callbacks included). Returns what was done per job id. ``LookupError`` when
+    no such workflow exists."""
+    settings = later_settings()
+    if get_workflow(workflow_id) is None:
+        raise LookupError(f"no workflow or batch {workflow_id!r}")
+    return workflows.cancel(settings.database, settings.namespace, workflow_id)

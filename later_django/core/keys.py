@@ -84,6 +84,37 @@ def dependents_key(namespace: str, job_id: str) -> str:
     return f"{namespace}-job-{job_id}{DEPENDENTS_SUFFIX}"
 
 
+def workflow_key(namespace: str, workflow_id: str) -> str:
+    """The row of a workflow or batch: what it is, when it began, its callbacks."""
+    return f"{namespace}-flow-{workflow_id}"
+
+
+def workflow_key_bounds(namespace: str) -> tuple[str, str]:
+    """``[start, stop)`` of every workflow row key: ``-`` sorts before ``.``."""
+    return f"{namespace}-flow-", f"{namespace}-flow."
+
+
+def workflow_jobs_key(namespace: str, workflow_id: str) -> str:
+    """The range of a workflow's job ids, in the order they joined it."""
+    return f"{namespace}-flow-{workflow_id}-jobs"
+
+
+def workflow_count_key(namespace: str, workflow_id: str, stage: str, shard: int) -> str:
+    """One stripe of the counter of a workflow's jobs in ``stage``; the stripes of a
+    stage are summed on read (:func:`workflow_count_bounds`)."""
+    return f"{namespace}-flown-{workflow_id}-{stage}-{shard}"
+
+
+def workflow_count_bounds(namespace: str, workflow_id: str) -> tuple[str, str]:
+    """``[start, stop)`` of every count stripe of ``workflow_id``."""
+    return f"{namespace}-flown-{workflow_id}-", f"{namespace}-flown-{workflow_id}."
+
+
+def stage_of_workflow_count_key(key: str) -> str:
+    """The stage a count stripe key counts (its part before the shard)."""
+    return key.rsplit("-", 2)[1]
+
+
 def undecodable_key(namespace: str, job_id: str) -> str:
     return f"{namespace}-job-{job_id}-undecodable"
 

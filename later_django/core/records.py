@@ -147,6 +147,9 @@ class JobRecord:
     #: every other job (a ``continue_with`` child names its one parent in
     #: ``parent_job_id``).
     parent_job_ids: list[str] | None = None
+    #: The workflow or batch the job belongs to (``later_django.workflow``,
+    #: ``later_django.batches``); None for a job of none.
+    workflow_id: str | None = None
 
     def clone(self) -> JobRecord:
         """A copy whose lists can be changed without touching this record."""
@@ -200,6 +203,7 @@ _FIELDS = {
     "attempted": "last_attempted_at_ms",
     "trace": "trace",
     "parents": "parent_job_ids",
+    "flow": "workflow_id",
 }
 _FIELD_ITEMS = tuple(_FIELDS.items())
 _REQUIRED = ("id", "ns", "task", "args", "kwargs", "queue", "prio", "stage", "stage_at", "created")

@@ -23,7 +23,16 @@ from later_django.core.clock import now_ms
 from later_django.core.keys import children_key, job_key
 from later_django.core.records import JobRecord, decode_record, new_job_ids
 from later_django.core.unique import UniqueKey
-from later_django.engine import fan_in, metrics, moves, parent_holds, partitions, tracing
+from later_django.engine import (
+    batch_scope,
+    fan_in,
+    metrics,
+    moves,
+    parent_holds,
+    partitions,
+    tracing,
+    workflow_members,
+)
 from later_django.engine.unique import claim_unique_keys
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import LaterError, ParentNotFound, TopicLayoutMismatch
@@ -235,9 +244,12 @@ def _write_new(
     """Places every job in its first stage and commits them; their records, in order."""
     now = now_ms()
     writes = JobWrites(namespace)
+    flow = batch_scope.workflow_id()
     if not parents and placements.count(None) == len(placements):
         # The common case (enqueue_many's): no parents, no partitions.
         records = _new_records(jobs, job_ids, namespace, now, trace)
+        if flow is not None:
+            workflow_members.join(writes, records, flow)
         ready = [record for record in records if record.stage == stages.ENQUEUED]
         if len(ready) != len(records):
             for record in records:
@@ -248,6 +260,8 @@ def _write_new(
         records = []
         for job, job_id, placement in zip(jobs, job_ids, placements, strict=True):
             record = _new_record(job, job_id, namespace, now, trace)
+            if flow is not None:
+                workflow_members.join(writes, [record], flow)
             if placement is not None:
                 record.topic, record.partition_id = placement
                 record.sequence = next(sequences)

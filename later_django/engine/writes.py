@@ -27,7 +27,7 @@ from django.db import transaction
 from later_django.core import attempts, stages
 from later_django.core.commands import execute_job_payloads
 from later_django.core.records import JobRecord, encode_record
-from later_django.engine import metrics
+from later_django.engine import metrics, workflow_counts
 from later_django.engine.partition_changes import PartitionChanges
 from later_django.exceptions import TaskTimeout, class_path
 from later_django.storage.batch import WriteBatch
@@ -61,6 +61,8 @@ class JobWrites:
         self.partitions = PartitionChanges()
         self.metrics = metrics.MetricsBatch()
         self.after_commit: list[Callable[[], None]] = []
+        #: (workflow id, stage) -> jobs in and out of it, for the workflows' counts.
+        self.workflow_moves: dict[tuple[str, str], int] = {}
 
     def _new_table(self) -> WriteBatch:
         return WriteBatch(
@@ -111,12 +113,27 @@ class JobWrites:
         self.table.leases_released.append(job_id)
 
     def count_transition(self, record: JobRecord) -> None:
-        """A metric sample: ``record`` entered its stage."""
+        """``record`` entered its stage (from the last stage of its history, if any):
+        a metric sample, and its workflow's counts when it has one. Called once per
+        move, right after it."""
         self.metrics.transitions.append((record.stage, record.stage_at_ms))
+        if record.workflow_id is not None:
+            self._count_in_workflow(record, record.workflow_id)
 
     def count_transitions(self, records: Sequence[JobRecord]) -> None:
         """:meth:`count_transition` of each of ``records``."""
         self.metrics.transitions += [(record.stage, record.stage_at_ms) for record in records]
+        for record in records:
+            if record.workflow_id is not None:
+                self._count_in_workflow(record, record.workflow_id)
+
+    def _count_in_workflow(self, record: JobRecord, workflow_id: str) -> None:
+        moved = self.workflow_moves
+        entered = (workflow_id, record.stage)
+        moved[entered] = moved.get(entered, 0) + 1
+        if record.history:
+            left = (workflow_id, record.history[-1][0])
+            moved[left] = moved.get(left, 0) - 1
 
     def count_wait(self, mode: str, wait_ms: int, at_ms: int) -> None:
         """A metric sample: a job of ``mode`` waited ``wait_ms`` before it started."""
@@ -165,6 +182,9 @@ class JobWrites:
             Set(key, encode_record(record), ttl, swept_with_job_index=ttl is not None)
             for key, (record, ttl) in sorted(self.records.items())
         ]
+        if self.workflow_moves:
+            batch.operations += workflow_counts.increments(self.namespace, self.workflow_moves)
+            self.workflow_moves = {}
         self.records, self.table = {}, self._new_table()
         return batch, written
 

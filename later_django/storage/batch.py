@@ -36,6 +36,7 @@ from later_django.storage.kv import KeyValueStore
 from later_django.storage.queue import SqlDeliveryQueue
 from later_django.storage.types import (
     Delete,
+    Increment,
     JobIndexChange,
     JobIndexRemove,
     JobIndexUpsert,
@@ -51,7 +52,7 @@ _POSITIONAL = re.compile(r"(?<!%)%s")
 
 
 #: The storage operations a combined statement writes (tuple: isinstance is faster).
-_COMBINABLE_OPERATIONS = (Set, Delete, RangeClear)
+_COMBINABLE_OPERATIONS = (Set, Delete, RangeClear, Increment)
 
 
 @dataclass
@@ -87,15 +88,19 @@ class WriteBatch:
 
     def combinable(self) -> bool:
         """Whether one statement can write the batch: no hand-backs, only Sets,
-        Deletes and range clears among the operations, and no job both removed
-        from and written to the index (a statement may not touch a row twice)."""
+        Deletes, range clears and counter increments among the operations, no job
+        both removed from and written to the index, and no counter incremented and
+        also set or deleted (a statement may not touch a row twice)."""
         if self.nacks:
             return False
         if any(not isinstance(op, _COMBINABLE_OPERATIONS) for op in self.operations):
             return False
         removed = {c.job_id for c in self.index_changes if isinstance(c, JobIndexRemove)}
         upserted = {c.row.job_id for c in self.index_changes if isinstance(c, JobIndexUpsert)}
-        return not removed & upserted
+        if removed & upserted:
+            return False
+        incremented = {op.key for op in self.operations if isinstance(op, Increment)}
+        return not incremented & {op.key for op in self.operations if isinstance(op, Set | Delete)}
 
     def publish_groups(self) -> list[tuple[PublishGroup, list[bytes]]]:
         """The messages to publish, one group per (queue, priority, available_at),
@@ -194,6 +199,9 @@ class BatchWriter:
         deletes = [op.key for op in batch.operations if isinstance(op, Delete)]
         if deletes:
             statement.add(*stores.kv.delete_many_part(deletes))
+        increments = [op for op in batch.operations if isinstance(op, Increment)]
+        if increments:
+            statement.add(*stores.kv.increment_many_part(increments, now_ms()))
         cleared = [op.key for op in batch.operations if isinstance(op, RangeClear)]
         if cleared:
             statement.add(*stores.kv.range_clear_many_part(cleared))

@@ -278,6 +278,17 @@ class KeyValueStore:
         """The statement and parameters that upsert ``sets`` (distinct keys)."""
         return self._driver.rows_part(self._q.set_many, set_rows(sets, now), {"now": now})
 
+    def increment_many_part(
+        self, increments: Sequence[Increment], now: int
+    ) -> tuple[str, dict[str, Any]]:
+        """The statement and parameters that add to the counters of ``increments``
+        (amounts summed per key, keys in order, so writers lock rows in one order)."""
+        amounts: dict[str, int] = {}
+        for increment in increments:
+            amounts[increment.key] = amounts.get(increment.key, 0) + increment.by
+        rows = [{"key": key, "by": amounts[key]} for key in sorted(amounts)]
+        return self._driver.rows_part(self._q.increment_many, rows, {"now": now})
+
     def delete_many_part(self, keys: Sequence[str]) -> tuple[str, dict[str, Any]]:
         """The statement and parameters that delete ``keys``."""
         return self._q.delete_many, {"keys": self._driver.list_param(sorted(set(keys)))}
@@ -345,6 +356,16 @@ class KeyValueStore:
         params = {"start": start, "stop": stop, "now": now_ms(), "limit": limit}
         rows = self._driver.fetch_all(self._q.key_scan, params)
         return [key for (key,) in rows]
+
+    def counter_scan(self, start: str, stop: str, limit: int) -> list[tuple[str, int]]:
+        """Up to ``limit`` live counter rows ``(key, counter_value)`` with ``start <= key
+        < stop``, in byte order (rows without a counter are left out): one walk of the
+        primary key, as :meth:`key_scan`."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        params = {"start": start, "stop": stop, "now": now_ms(), "limit": limit}
+        rows = self._driver.fetch_all(self._q.counter_scan, params)
+        return [(key, int(value)) for key, value in rows]
 
     def range_count(self, key: str) -> int:
         """The number of unexpired members of range ``key``: a plain read that never

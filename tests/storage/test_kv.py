@@ -244,6 +244,27 @@ def test_increment_of_an_expired_key_starts_the_counter_again(db_alias: str) -> 
     assert stored_row(db_alias, "hits") == (None, 2, None)
 
 
+def test_counter_scan_reads_the_live_counters_between_two_bounds_in_key_order(
+    db_alias: str,
+) -> None:
+    store = stores_for(db_alias).kv
+    store.apply(
+        [
+            Increment("c-b", 2),
+            Increment("c-a", 5),
+            Increment("c-old", 1),
+            Expire("c-old", 60),
+            Set("c-plain", b"x"),
+            Increment("d-beyond", 9),
+        ]
+    )
+    expire_value_now(db_alias, "c-old")
+    assert store.counter_scan("c-", "c.", 10) == [("c-a", 5), ("c-b", 2)]
+    assert store.counter_scan("c-", "c.", 1) == [("c-a", 5)]
+    with pytest.raises(ValueError, match="positive integer"):
+        store.counter_scan("c-", "c.", 0)
+
+
 def test_get_many_unswept_also_returns_expired_values_until_they_are_deleted(
     db_alias: str,
 ) -> None:

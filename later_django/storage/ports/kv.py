@@ -65,6 +65,10 @@ class KeyValuePort(Protocol):
     def key_scan(self, start: str, stop: str, limit: int) -> list[str]:
         """Up to ``limit`` live keys ``k`` with ``start <= k < stop``, in byte order."""
 
+    def counter_scan(self, start: str, stop: str, limit: int) -> list[tuple[str, int]]:
+        """Up to ``limit`` live counter rows ``(key, counter_value)`` with ``start <= key
+        < stop``, in byte order: one walk of the primary key."""
+
     def range_count(self, key: str) -> int:
         """The number of unexpired members of range ``key``: a plain read that never takes the
         write lock (expired members are left to the sweep)."""

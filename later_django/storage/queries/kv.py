@@ -153,6 +153,10 @@ class KvQueries:
         + LIVE
         + " ORDER BY key LIMIT %(limit)s"
     )
+    counter_scan = (
+        "SELECT key, counter_value FROM later_storage WHERE key >= %(start)s AND "
+        "key < %(stop)s AND counter_value IS NOT NULL AND " + LIVE + " ORDER BY key LIMIT %(limit)s"
+    )
 
     # Spelled per vendor. Lists (``keys``) are one bound parameter.
     get_many: str

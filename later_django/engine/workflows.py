@@ -1,0 +1,125 @@
+"""A workflow (``later_django.workflow.Workflow``) or a batch (``later_django.batches``)
+as one unit: its row, its jobs, its counts by stage, and cancelling it.
+
+Stored in ``later_storage`` and ``later_storage_range``, no table of its own:
+
+* the row, ``<ns>-flow-<id>`` (``core.keys.workflow_key``): :class:`WorkflowRow` as
+  MessagePack, written once, in the transaction that enqueues the workflow;
+* its jobs, the range ``<ns>-flow-<id>-jobs``: one member per job id, added by the
+  transaction that enqueues the job (:func:`join`), so the range holds every job
+  the workflow has, in the order they joined (parents before their children;
+  :mod:`~later_django.engine.workflow_members`);
+* its counts by stage (:mod:`~later_django.engine.workflow_counts`), changed by the
+  transactions that move its jobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgpack
+
+from later_django.core import stages
+from later_django.core.clock import now_ms
+from later_django.core.keys import workflow_jobs_key, workflow_key
+from later_django.core.records import pack
+from later_django.engine.job_actions.one_job import cancel_many
+from later_django.engine.record_reads import read_records
+from later_django.engine.workflow_counts import read_counts
+from later_django.storage.stores import Stores, stores_for
+from later_django.storage.types import Set
+
+#: What a workflow row says it is.
+KINDS = ("workflow", "batch")
+
+
+@dataclass(frozen=True)
+class WorkflowRow:
+    """What a workflow is: its kind, an optional name, when it was enqueued, and (a
+    batch's) callbacks, rule -> job id."""
+
+    workflow_id: str
+    kind: str
+    name: str
+    created_at_ms: int
+    callbacks: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkflowState:
+    """A workflow as read now: its row and its jobs per stage."""
+
+    row: WorkflowRow
+    counts: dict[str, int]
+
+    @property
+    def jobs(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def state(self) -> str:
+        """``running`` while a job is live; then ``failed`` when a job failed, else
+        ``cancelled`` when one was cancelled, else ``succeeded``."""
+        if any(self.counts.get(stage) for stage in stages.LIVE_STAGES):
+            return "running"
+        if self.counts.get(stages.FAILED):
+            return "failed"
+        if self.counts.get(stages.CANCELLED):
+            return "cancelled"
+        return "succeeded"
+
+
+def write_row(stores: Stores, namespace: str, row: WorkflowRow) -> None:
+    """Writes ``row`` (inside the transaction that enqueues the workflow)."""
+    body = {
+        "kind": row.kind,
+        "name": row.name,
+        "created": row.created_at_ms,
+        "callbacks": row.callbacks,
+    }
+    stores.kv.apply([Set(workflow_key(namespace, row.workflow_id), pack(body))], savepoint=False)
+
+
+def new_row(workflow_id: str, kind: str, name: str, callbacks: dict[str, str]) -> WorkflowRow:
+    """A row for a workflow enqueued now."""
+    return WorkflowRow(workflow_id, kind, name, now_ms(), dict(callbacks))
+
+
+def read(stores: Stores, namespace: str, workflow_id: str) -> WorkflowState | None:
+    """The workflow ``workflow_id`` with its counts (two reads), ``None`` when it has
+    no row."""
+    raw = stores.kv.get(workflow_key(namespace, workflow_id))
+    if raw is None:
+        return None
+    body = msgpack.unpackb(raw, raw=False)
+    row = WorkflowRow(
+        workflow_id,
+        str(body["kind"]),
+        str(body.get("name") or ""),
+        int(body["created"]),
+        {str(rule): str(job) for rule, job in (body.get("callbacks") or {}).items()},
+    )
+    return WorkflowState(row, read_counts(stores.kv, namespace, workflow_id))
+
+
+def job_ids(stores: Stores, namespace: str, workflow_id: str) -> list[str]:
+    """Every job of ``workflow_id``, in the order they joined it (one read)."""
+    key = workflow_jobs_key(namespace, workflow_id)
+    return [member.decode() for member in stores.kv.range_members_many([key]).get(key, [])]
+
+
+def cancel(using: str, namespace: str, workflow_id: str) -> dict[str, str]:
+    """Cancels every job of ``workflow_id`` that has not finished, the last to join
+    first (so a waiting child is cancelled before its parent's cancel could fail it
+    as ``ParentFailed``): what was done per job, as ``cancel_many`` answers (running
+    jobs get a cancel request). Jobs already finished are left alone and not listed.
+    Call it outside a transaction: the cancels commit in batches as they go."""
+    stores = stores_for(using)
+    ids = job_ids(stores, namespace, workflow_id)
+    records = read_records(stores.kv, namespace, ids)
+    live = [
+        job_id
+        for job_id in reversed(ids)
+        if job_id in records and records[job_id].stage not in stages.FINISHED
+    ]
+    return cancel_many(using, namespace, live)

@@ -1,0 +1,173 @@
+"""A workflow or a batch as one unit: its jobs carry its id, its row counts them by
+stage in the transactions that move them, and ``cancel_workflow`` cancels what has
+not run; on both databases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.db import transaction
+
+from later_django.batches import batch, callback
+from later_django.core.keys import workflow_key
+from later_django.engine.record_reads import read_records
+from later_django.engine.workflow_counts import increments
+from later_django.storage.stores import stores_for
+from later_django.workflow import Workflow, cancel_workflow, get_workflow
+from tests.engine import tasks
+from tests.engine.support import NAMESPACE, run_until_finished
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+
+def diamond(lines: str, name: str = "") -> Workflow:
+    flow = Workflow(name)
+    flow.add("a", tasks.record, lines, "a")
+    flow.add("b", tasks.record, lines, "b", after=["a"])
+    flow.add("c", tasks.record, lines, "c", after=["a"])
+    flow.add("d", tasks.record, lines, "d", after=["b", "c"])
+    return flow
+
+
+def workflow_ids(alias: str, job_ids: list[str]) -> set[str | None]:
+    records = read_records(stores_for(alias).kv, NAMESPACE, job_ids)
+    assert len(records) == len(job_ids)
+    return {record.workflow_id for record in records.values()}
+
+
+def test_a_workflows_jobs_carry_its_id_and_its_row_counts_them_by_stage(
+    engine_db: str, tmp_path: Path
+) -> None:
+    flow = diamond(str(tmp_path / "lines"), "order 7")
+    jobs = flow.enqueue()
+    ids = [job.id for job in jobs.values()]
+    assert workflow_ids(engine_db, ids) == {flow.id}
+
+    state = get_workflow(flow.id)
+    assert state is not None
+    assert (state.row.kind, state.row.name, state.row.callbacks) == ("workflow", "order 7", {})
+    assert state.counts == {"enqueued": 1, "waiting": 3}
+    assert state.state == "running"
+
+    run_until_finished(ids)
+    state = get_workflow(flow.id)
+    assert state is not None
+    assert state.counts == {"success": 4}
+    assert (state.state, state.jobs) == ("succeeded", 4)
+
+
+def test_a_failed_step_and_the_steps_failed_by_it_are_counted_failed(
+    engine_db: str, tmp_path: Path
+) -> None:
+    lines = str(tmp_path / "lines")
+    flow = Workflow()
+    flow.add("charge", tasks.fail_once_without_retry, "card declined")
+    flow.add("ship", tasks.record, lines, "ship", after=["charge"])
+    flow.add("release", tasks.record, lines, "release", after=["charge"], on="finish")
+    jobs = flow.enqueue()
+    run_until_finished([job.id for job in jobs.values()])
+    state = get_workflow(flow.id)
+    assert state is not None
+    assert state.counts == {"failed": 2, "success": 1}
+    assert state.state == "failed"
+
+
+def test_a_retried_attempt_moves_the_count_through_requeued_and_back(
+    engine_db: str, tmp_path: Path
+) -> None:
+    flow = Workflow()
+    flow.add("flaky", tasks.fail_first_time, str(tmp_path / "seen"))
+    jobs = flow.enqueue()
+    run_until_finished([jobs["flaky"].id], timeout=30)
+    state = get_workflow(flow.id)
+    assert state is not None
+    assert state.counts == {"success": 1}
+
+
+def test_a_batch_is_a_workflow_whose_members_and_callbacks_carry_its_id(
+    engine_db: str, tmp_path: Path
+) -> None:
+    calls = tmp_path / "calls"
+    with batch(
+        on_success=callback(tasks.record_outcome, str(calls), "ok"), name="billing"
+    ) as opened:
+        tasks.add.enqueue(1, 1)
+        tasks.add.enqueue(2, 2)
+    fire = opened.callbacks["on_success"].id
+    assert workflow_ids(engine_db, [*opened.members, fire]) == {opened.id}
+    state = get_workflow(opened.id)
+    assert state is not None
+    assert (state.row.kind, state.row.name) == ("batch", "billing")
+    assert state.row.callbacks == {"on_success": fire}
+    assert state.counts == {"enqueued": 2, "waiting": 1}
+    run_until_finished([*opened.members, fire])
+    state = get_workflow(opened.id)
+    assert state is not None
+    assert state.counts == {"success": 3}
+
+
+def test_members_added_while_the_batch_runs_join_it(engine_db: str, tmp_path: Path) -> None:
+    lines = str(tmp_path / "lines")
+    with batch(on_finish=callback(tasks.record_outcome, str(tmp_path / "c"), "x")) as opened:
+        tasks.spawn_into_batch.enqueue(lines, 3)
+    run_until_finished([*opened.members, opened.callbacks["on_finish"].id])
+    state = get_workflow(opened.id)
+    assert state is not None
+    assert state.counts == {"success": 5}  # the spawner, 3 added, the callback
+
+
+def test_a_workflow_enqueued_inside_a_batch_joins_the_batch(
+    engine_db: str, tmp_path: Path
+) -> None:
+    with batch(on_finish=callback(tasks.record_outcome, str(tmp_path / "c"), "x")) as opened:
+        flow = diamond(str(tmp_path / "lines"))
+        jobs = flow.enqueue()
+    assert flow.id == opened.id
+    assert workflow_ids(engine_db, [job.id for job in jobs.values()]) == {opened.id}
+    assert stores_for(engine_db).kv.get(workflow_key(NAMESPACE, opened.id)) is not None
+
+
+def test_a_workflow_rolled_back_leaves_no_row(engine_db: str, tmp_path: Path) -> None:
+    flow = diamond(str(tmp_path / "lines"))
+    with pytest.raises(RuntimeError), transaction.atomic(using=engine_db):
+        flow.enqueue()
+        raise RuntimeError("rolled back")
+    assert get_workflow(flow.id) is None
+
+
+def test_cancel_workflow_cancels_what_has_not_run_and_leaves_what_finished(
+    engine_db: str, tmp_path: Path
+) -> None:
+    lines = str(tmp_path / "lines")
+    flow = Workflow()
+    flow.add("a", tasks.record, lines, "a")
+    # "b" waits on queue "reports", which the burst worker below does not serve.
+    flow.add("b", tasks.record.using(queue_name="reports"), lines, "b", after=["a"])
+    flow.add("c", tasks.record, lines, "c", after=["b"])
+    flow.add("d", tasks.record, lines, "d", after=["b"], on="finish")
+    jobs = flow.enqueue()
+    run_until_finished([jobs["a"].id])
+
+    done = cancel_workflow(flow.id)
+    assert done == {jobs["d"].id: "cancelled", jobs["c"].id: "cancelled", jobs["b"].id: "cancelled"}
+    state = get_workflow(flow.id)
+    assert state is not None
+    assert state.counts == {"success": 1, "cancelled": 3}
+    assert state.state == "cancelled"
+    assert tasks.read_lines(lines) == ["a"]
+    assert cancel_workflow(flow.id) == {}
+
+
+def test_cancel_workflow_refuses_an_unknown_id(engine_db: str) -> None:
+    with pytest.raises(LookupError, match="no workflow or batch 'nosuch'"):
+        cancel_workflow("nosuch")
+
+
+def test_increments_sum_a_transactions_moves_and_leave_out_zero() -> None:
+    moved = {("W", "running"): -2, ("W", "success"): 2, ("W", "enqueued"): 0}
+    made = increments("later", moved)
+    assert [(op.key.rsplit("-", 1)[0], op.by) for op in made] == [
+        ("later-flown-W-running", -2),
+        ("later-flown-W-success", 2),
+    ]
