@@ -32,7 +32,7 @@ from later_django.backend import LaterBackend
 from later_django.compat.tasks import InvalidTask, Task, TaskResult
 from later_django.conf import later_settings
 from later_django.core.records import new_job_id
-from later_django.engine import batch_scope, workflows
+from later_django.engine import batch_scope, workflow_retry, workflows
 from later_django.engine.enqueue import CONTINUE_ON
 from later_django.engine.workflows import WorkflowState
 from later_django.storage.stores import stores_for
@@ -171,3 +171,17 @@ def cancel_workflow(workflow_id: str) -> dict[str, str]:
     if get_workflow(workflow_id) is None:
         raise LookupError(f"no workflow or batch {workflow_id!r}")
     return workflows.cancel(settings.database, settings.namespace, workflow_id)
+
+
+def retry_workflow(workflow_id: str) -> list[str]:
+    """Runs again the failed and cancelled jobs of the workflow or batch
+    ``workflow_id`` and every job downstream of them (each waits again for the
+    parents that run again), in one transaction; what succeeded upstream is kept.
+    Returns the ids of the jobs that run again (empty: none failed or was
+    cancelled). ``ActionRefused`` while a job of it is still live, or when a job to
+    run again is on a topic partition; ``LookupError`` when there is no such
+    workflow."""
+    settings = later_settings()
+    if get_workflow(workflow_id) is None:
+        raise LookupError(f"no workflow or batch {workflow_id!r}")
+    return workflow_retry.retry(settings.database, settings.namespace, workflow_id)

@@ -46,10 +46,15 @@ ALLOWED_MOVES: dict[str, frozenset[str]] = {
 }
 
 
-#: Moves only an operator may make (the dashboard's "retry" of a failed job), on
-#: top of :data:`ALLOWED_MOVES`; the worker and the API never pass ``operator=True``.
+#: Moves only an operator may make (the dashboard's "retry" of a failed job, a
+#: workflow's retry: its failed and cancelled jobs, and what lies downstream of them,
+#: run again or wait for parents that run again), on top of :data:`ALLOWED_MOVES`; the worker never passes
+#: ``operator=True``.
 OPERATOR_MOVES: dict[str, frozenset[str]] = {
-    FAILED: frozenset({ENQUEUED}),
+    FAILED: frozenset({ENQUEUED, WAITING}),
+    CANCELLED: frozenset({ENQUEUED, WAITING}),
+    # A job downstream of a failed one that ran all the same (an on="finish" child).
+    SUCCESS: frozenset({ENQUEUED, WAITING}),
 }
 
 

@@ -127,6 +127,12 @@ class JobWrites:
             if record.workflow_id is not None:
                 self._count_in_workflow(record, record.workflow_id)
 
+    def uncount(self, record: JobRecord) -> None:
+        """``record`` is deleted: it leaves its workflow's count of its stage."""
+        if record.workflow_id is not None:
+            left = (record.workflow_id, record.stage)
+            self.workflow_moves[left] = self.workflow_moves.get(left, 0) - 1
+
     def _count_in_workflow(self, record: JobRecord, workflow_id: str) -> None:
         moved = self.workflow_moves
         entered = (workflow_id, record.stage)

@@ -64,6 +64,12 @@ def fail_first_time(path: str) -> str:
     return "second time lucky"
 
 
+@task(retry={"max_retries": 0})
+def fail_first_time_without_retry(path: str) -> str:
+    """:func:`fail_first_time` with no retry: it fails, and succeeds when run again."""
+    return fail_first_time.func(path)
+
+
 @task(takes_context=True, retry={"max_retries": 1, "backoff": "immediate"})
 def attempt_seen(context, path: str) -> int:
     """Records ``context.attempt``; fails on the first attempt, returns it on the second."""

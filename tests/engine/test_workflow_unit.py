@@ -11,10 +11,12 @@ from django.db import transaction
 
 from later_django.batches import batch, callback
 from later_django.core.keys import workflow_key
+from later_django.engine.job_actions.one_job import delete_job
 from later_django.engine.record_reads import read_records
 from later_django.engine.workflow_counts import increments
+from later_django.exceptions import ActionRefused
 from later_django.storage.stores import stores_for
-from later_django.workflow import Workflow, cancel_workflow, get_workflow
+from later_django.workflow import Workflow, cancel_workflow, get_workflow, retry_workflow
 from tests.engine import tasks
 from tests.engine.support import NAMESPACE, run_until_finished
 
@@ -117,9 +119,7 @@ def test_members_added_while_the_batch_runs_join_it(engine_db: str, tmp_path: Pa
     assert state.counts == {"success": 5}  # the spawner, 3 added, the callback
 
 
-def test_a_workflow_enqueued_inside_a_batch_joins_the_batch(
-    engine_db: str, tmp_path: Path
-) -> None:
+def test_a_workflow_enqueued_inside_a_batch_joins_the_batch(engine_db: str, tmp_path: Path) -> None:
     with batch(on_finish=callback(tasks.record_outcome, str(tmp_path / "c"), "x")) as opened:
         flow = diamond(str(tmp_path / "lines"))
         jobs = flow.enqueue()
@@ -159,6 +159,16 @@ def test_cancel_workflow_cancels_what_has_not_run_and_leaves_what_finished(
     assert cancel_workflow(flow.id) == {}
 
 
+def test_a_job_deleted_by_an_operator_leaves_the_counts(engine_db: str, tmp_path: Path) -> None:
+    flow = diamond(str(tmp_path / "lines"))
+    jobs = flow.enqueue()
+    run_until_finished([job.id for job in jobs.values()])
+    delete_job(engine_db, NAMESPACE, jobs["d"].id)
+    state = get_workflow(flow.id)
+    assert state is not None
+    assert state.counts == {"success": 3}
+
+
 def test_cancel_workflow_refuses_an_unknown_id(engine_db: str) -> None:
     with pytest.raises(LookupError, match="no workflow or batch 'nosuch'"):
         cancel_workflow("nosuch")
@@ -171,3 +181,61 @@ def test_increments_sum_a_transactions_moves_and_leave_out_zero() -> None:
         ("later-flown-W-running", -2),
         ("later-flown-W-success", 2),
     ]
+
+
+def test_retry_workflow_reruns_the_failed_and_what_lies_below_not_what_succeeded(
+    engine_db: str, tmp_path: Path
+) -> None:
+    lines, seen = str(tmp_path / "lines"), str(tmp_path / "seen")
+    flow = Workflow()
+    flow.add("charge", tasks.record, lines, "charge")
+    flow.add("reserve", tasks.fail_first_time_without_retry, seen, after=["charge"])
+    flow.add("other", tasks.record, lines, "other", after=["charge"])
+    flow.add("ship", tasks.record, lines, "ship", after=["reserve", "other"])
+    flow.add("mail", tasks.record, lines, "mail", after=["ship"])
+    flow.add("audit", tasks.record, lines, "audit", after=["reserve"], on="finish")
+    jobs = flow.enqueue()
+    ids = [job.id for job in jobs.values()]
+    run_until_finished(ids)
+    assert sorted(tasks.read_lines(lines)) == ["audit", "charge", "other"]
+    state = get_workflow(flow.id)
+    assert state is not None
+    assert state.counts == {"success": 3, "failed": 3}
+
+    again = retry_workflow(flow.id)
+    assert sorted(again) == sorted(jobs[name].id for name in ("reserve", "ship", "mail", "audit"))
+    assert again[0] == jobs["reserve"].id, "parents first, as they joined"
+    state = get_workflow(flow.id)
+    assert state is not None
+    assert state.counts == {"success": 2, "enqueued": 1, "waiting": 3}
+    run_until_finished(ids)
+    ran = tasks.read_lines(lines)
+    assert sorted(ran) == ["audit", "audit", "charge", "mail", "other", "ship"]
+    assert ran.index("ship") < ran.index("mail")
+    state = get_workflow(flow.id)
+    assert state is not None
+    assert state.counts == {"success": 6}
+    assert retry_workflow(flow.id) == []
+
+
+def test_retry_workflow_refuses_a_workflow_still_running(engine_db: str, tmp_path: Path) -> None:
+    flow = diamond(str(tmp_path / "lines"))
+    flow.enqueue()
+    with pytest.raises(ActionRefused, match="not finished"):
+        retry_workflow(flow.id)
+    state = get_workflow(flow.id)
+    assert state is not None
+    assert state.counts == {"enqueued": 1, "waiting": 3}
+
+
+def test_a_cancelled_workflow_runs_again_after_retry(engine_db: str, tmp_path: Path) -> None:
+    lines = str(tmp_path / "lines")
+    flow = diamond(lines)
+    jobs = flow.enqueue()
+    cancel_workflow(flow.id)
+    assert sorted(retry_workflow(flow.id)) == sorted(job.id for job in jobs.values())
+    run_until_finished([job.id for job in jobs.values()])
+    assert sorted(tasks.read_lines(lines)) == ["a", "b", "c", "d"]
+    state = get_workflow(flow.id)
+    assert state is not None
+    assert state.counts == {"success": 4}

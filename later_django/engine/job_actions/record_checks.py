@@ -95,6 +95,7 @@ def delete_record(writes: JobWrites, record: JobRecord, stores: Stores, now: int
     if record.parent_job_id is not None and record.stage == stages.WAITING:
         writes.add(RangeRemove(children_key(namespace, record.parent_job_id), job_id.encode()))
     writes.unindex(job_id)
+    writes.uncount(record)
 
 
 def cancel_record(writes: JobWrites, record: JobRecord, stores: Stores, now: int) -> str:
