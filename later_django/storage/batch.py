@@ -100,6 +100,8 @@ class WriteBatch:
         if removed & upserted:
             return False
         incremented = {op.key for op in self.operations if isinstance(op, Increment)}
+        if not incremented:
+            return True
         return not incremented & {op.key for op in self.operations if isinstance(op, Set | Delete)}
 
     def publish_groups(self) -> list[tuple[PublishGroup, list[bytes]]]:
