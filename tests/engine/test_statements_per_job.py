@@ -25,6 +25,7 @@ from later_django.engine.execution.start import plan_batch
 from later_django.engine.execution.values import Outcome
 from later_django.storage.stores import stores_for
 from later_django.worker.task_calls import run_job
+from later_django.workflow import Workflow
 from tests.engine import result_tasks, tasks
 from tests.engine.support import NAMESPACE, run_burst
 
@@ -45,6 +46,7 @@ KINDS = (
     (r"^\s*INSERT INTO later_delivery_queue\b", "publish"),
     (r"^\s*SELECT key, value FROM later_storage\b", "read records"),
     (r"^\s*DELETE FROM later_delivery_queue", "ack messages"),
+    (r"^\s*INSERT INTO later_storage\b.*date_updated, date_expire\) ", "add to counters"),
     (r"^\s*INSERT INTO later_storage\b", "write records"),
     (r"^\s*INSERT INTO later_jobs_index\b", "write index rows"),
     (r"^\s*INSERT INTO later_job_execution\b", "take execution leases"),
@@ -89,9 +91,9 @@ def kind(sql: str) -> str:
     return sql[:80]
 
 
-def batch_statements(alias: str, jobs: int) -> dict[str, list[str]]:
-    """Enqueues ``jobs`` jobs, then claims, starts and finishes them as one batch;
-    each step's statements, labelled."""
+def batch_statements(alias: str, jobs: int, *, in_workflow: bool = False) -> dict[str, list[str]]:
+    """Enqueues ``jobs`` jobs (as steps of one workflow when ``in_workflow``), then
+    claims, starts and finishes them as one batch; each step's statements, labelled."""
     stores = stores_for(alias)
     worker = {
         "stores": stores,
@@ -99,8 +101,14 @@ def batch_statements(alias: str, jobs: int) -> dict[str, list[str]]:
         "worker_id": "w1",
         "settings": later_settings(),
     }
-    for n in range(jobs):
-        tasks.add.enqueue(n, n)
+    if in_workflow:
+        flow = Workflow()
+        for n in range(jobs):
+            flow.add(f"step-{n}", tasks.add, n, n)
+        flow.enqueue()
+    else:
+        for n in range(jobs):
+            tasks.add.enqueue(n, n)
     connection = connections[alias]
     steps: dict[str, list[str]] = {}
     # The metrics flush is due once a second whichever call comes then; it is not
@@ -128,6 +136,45 @@ def test_a_batch_of_queue_jobs_is_a_fixed_list_of_statements(engine_db: str, job
     vendor = connections[engine_db].vendor
 
     assert batch_statements(engine_db, jobs) == PINNED[vendor]
+
+
+#: A workflow's jobs also move its counts: on PostgreSQL inside the combined write, on
+#: SQLite one statement more at the start and at the finish (before the COMMIT's
+#: neighbours: the counters are written with the records' table).
+WORKFLOW_PINNED = {
+    "postgresql": PINNED["postgresql"],
+    "sqlite": {
+        **PINNED["sqlite"],
+        "start": [
+            "read records",
+            "BEGIN IMMEDIATE",
+            "write records",
+            "add to counters",
+            "write index rows",
+            "take execution leases",
+            "COMMIT",
+        ],
+        "finish": [
+            "BEGIN IMMEDIATE",
+            "ack messages",
+            "write records",
+            "add to counters",
+            "write index rows",
+            "release execution leases",
+            "read continuations",
+            "COMMIT",
+        ],
+    },
+}
+
+
+@pytest.mark.parametrize("jobs", [1, 16])
+def test_a_batch_of_a_workflows_jobs_adds_at_most_one_statement_for_its_counts(
+    engine_db: str, jobs: int
+) -> None:
+    vendor = connections[engine_db].vendor
+
+    assert batch_statements(engine_db, jobs, in_workflow=True) == WORKFLOW_PINNED[vendor]
 
 
 #: vendor -> the statements of a parent's finish that has a fan-in child (``api.after``):
