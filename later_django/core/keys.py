@@ -110,6 +110,32 @@ def workflow_count_bounds(namespace: str, workflow_id: str) -> tuple[str, str]:
     return f"{namespace}-flown-{workflow_id}-", f"{namespace}-flown-{workflow_id}."
 
 
+def live_workflows_key(namespace: str) -> str:
+    """The range of the workflows not yet seen at rest (no job live), oldest first."""
+    return f"{namespace}-flows-live"
+
+
+def workflows_at_rest_key(namespace: str, state: str) -> str:
+    """The counter of the workflows kept at rest in ``state`` (failed, cancelled,
+    succeeded)."""
+    return f"{namespace}-flows-{state}"
+
+
+def workflows_at_rest_bounds(namespace: str) -> tuple[str, str]:
+    """``[start, stop)`` of every :func:`workflows_at_rest_key` of ``namespace``."""
+    return f"{namespace}-flows-", f"{namespace}-flows."
+
+
+def workflow_expiry_key(namespace: str, due_at_ms: int, workflow_id: str) -> str:
+    """When a workflow at rest is forgotten (its row, jobs range and counts deleted)."""
+    return f"{namespace}-flowdue-{due_at_ms:0{DUE_DIGITS}d}-{workflow_id}"
+
+
+def workflow_expiry_bounds(namespace: str, now_ms: int) -> tuple[str, str]:
+    """``[start, stop)`` of the workflow expiries due at ``now_ms``."""
+    return f"{namespace}-flowdue-", f"{namespace}-flowdue-{now_ms + 1:0{DUE_DIGITS}d}"
+
+
 def stage_of_workflow_count_key(key: str) -> str:
     """The stage a count stripe key counts (its part before the shard)."""
     return key.rsplit("-", 2)[1]

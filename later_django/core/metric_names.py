@@ -85,6 +85,13 @@ VIEW_METRICS: tuple[MetricName, ...] = (
         "Partitions whose head waits (delayed, retrying, waiting for a parent).",
     ),
     MetricName(
+        "later_workflows",
+        "gauge",
+        ("namespace", "state"),
+        "Workflows and batches by state (running until the workflows pass has seen "
+        "every job finished; then failed, cancelled or succeeded until forgotten).",
+    ),
+    MetricName(
         "later_workers_live",
         "gauge",
         ("namespace",),

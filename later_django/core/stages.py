@@ -48,8 +48,8 @@ ALLOWED_MOVES: dict[str, frozenset[str]] = {
 
 #: Moves only an operator may make (the dashboard's "retry" of a failed job, a
 #: workflow's retry: its failed and cancelled jobs, and what lies downstream of them,
-#: run again or wait for parents that run again), on top of :data:`ALLOWED_MOVES`; the worker never passes
-#: ``operator=True``.
+#: run again or wait for parents that run again), on top of :data:`ALLOWED_MOVES`;
+#: the worker never passes ``operator=True``.
 OPERATOR_MOVES: dict[str, frozenset[str]] = {
     FAILED: frozenset({ENQUEUED, WAITING}),
     CANCELLED: frozenset({ENQUEUED, WAITING}),

@@ -183,11 +183,11 @@ def retry_failed(writes: JobWrites, record: JobRecord, now: int) -> None:
 
 def rerun(writes: JobWrites, record: JobRecord, now: int, stage: str) -> None:
     """A finished job -> ``enqueued`` or ``waiting``, an operator's move (a workflow's
-    retry: a failed or cancelled job, or one downstream of such): the record is live again (no expiry), published when
-    enqueued, indexed when waiting; its caller registers a waiting job with its
-    parents. Errors of attempts that ran are kept (its retry policy counts them, as
-    for :func:`retry_failed`); those of no attempt (failed by a parent, cancelled
-    before it ran) are dropped: they used no retry."""
+    retry: a failed or cancelled job, or one downstream of such): the record is live
+    again (no expiry), published when enqueued, indexed when waiting; its caller
+    registers a waiting job with its parents. Errors of attempts that ran are kept
+    (its retry policy counts them, as for :func:`retry_failed`); those of no attempt
+    (failed by a parent, cancelled before it ran) are dropped: they used no retry."""
     stages.move(record, stage, now, operator=True)
     record.finished_at_ms = None
     record.reason = None

@@ -13,7 +13,8 @@ In one transaction, with the workflow's records read under row locks:
   child's pending count set to those parents); its parents are held again for it.
 
 A workflow with a job still live (running, waiting, queued) is refused: a retry is for
-a workflow that has come to rest (cancel it first to stop it).
+a workflow that has come to rest (cancel it first to stop it). A workflow the
+``workflows`` pass has settled is live again (``engine.workflow_rest.wake``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from later_django.core import stages
 from later_django.core.clock import now_ms
 from later_django.core.keys import children_key, fan_in_member, pending_parents_key
 from later_django.core.records import JobRecord
-from later_django.engine import moves, parent_holds, workflows
+from later_django.engine import moves, parent_holds, workflow_rest, workflows
 from later_django.engine.record_reads import read_records
 from later_django.engine.writes import JobWrites, commit
 from later_django.exceptions import ActionRefused
@@ -62,6 +63,7 @@ def retry(using: str, namespace: str, workflow_id: str) -> list[str]:
     has no readable record; nothing is written then."""
     stores = stores_for(using)
     with transaction.atomic(using=using):
+        woken = workflow_rest.wake(stores.kv, namespace, workflow_id)
         ids = workflows.job_ids(stores, namespace, workflow_id)
         records = read_records(stores.kv, namespace, ids, for_update=True)
         live = [job_id for job_id, record in records.items() if record.stage in stages.LIVE_STAGES]
@@ -71,9 +73,13 @@ def retry(using: str, namespace: str, workflow_id: str) -> list[str]:
                 f"(e.g. {live[0]}); wait for them, or cancel the workflow, then retry"
             )
         again = downstream(ids, records)
+        if not again:
+            return []
         for job_id in again:
             _refuse_unretriable(records[job_id])
         writes = JobWrites(namespace)
+        for operation in woken:
+            writes.add(operation)
         now = now_ms()
         rerun = set(again)
         for job_id in again:

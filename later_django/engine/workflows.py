@@ -21,13 +21,13 @@ import msgpack
 
 from later_django.core import stages
 from later_django.core.clock import now_ms
-from later_django.core.keys import workflow_jobs_key, workflow_key
+from later_django.core.keys import live_workflows_key, workflow_jobs_key, workflow_key
 from later_django.core.records import pack
 from later_django.engine.job_actions.one_job import cancel_many
 from later_django.engine.record_reads import read_records
 from later_django.engine.workflow_counts import read_counts
 from later_django.storage.stores import Stores, stores_for
-from later_django.storage.types import Set
+from later_django.storage.types import RangeAdd, Set
 
 #: What a workflow row says it is.
 KINDS = ("workflow", "batch")
@@ -43,6 +43,11 @@ class WorkflowRow:
     name: str
     created_at_ms: int
     callbacks: dict[str, str] = field(default_factory=dict)
+    #: Set by the ``workflows`` pass when it found no job live (``engine.workflow_rest``):
+    #: when, the state it came to rest in, and when it is forgotten.
+    finished_at_ms: int | None = None
+    rest_state: str | None = None
+    expires_at_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,26 +63,59 @@ class WorkflowState:
 
     @property
     def state(self) -> str:
-        """``running`` while a job is live; then ``failed`` when a job failed, else
-        ``cancelled`` when one was cancelled, else ``succeeded``."""
-        if any(self.counts.get(stage) for stage in stages.LIVE_STAGES):
-            return "running"
-        if self.counts.get(stages.FAILED):
-            return "failed"
-        if self.counts.get(stages.CANCELLED):
-            return "cancelled"
-        return "succeeded"
+        """:func:`state_of` its counts."""
+        return state_of(self.counts)
 
 
-def write_row(stores: Stores, namespace: str, row: WorkflowRow) -> None:
-    """Writes ``row`` (inside the transaction that enqueues the workflow)."""
+#: A workflow's states: while a job is live, then at rest by precedence.
+STATES = ("running", "failed", "cancelled", "succeeded")
+
+
+def state_of(counts: dict[str, int]) -> str:
+    """``running`` while a job is live; then ``failed`` when a job failed, else
+    ``cancelled`` when one was cancelled, else ``succeeded``."""
+    if any(counts.get(stage) for stage in stages.LIVE_STAGES):
+        return "running"
+    if counts.get(stages.FAILED):
+        return "failed"
+    if counts.get(stages.CANCELLED):
+        return "cancelled"
+    return "succeeded"
+
+
+def encode_row(namespace: str, row: WorkflowRow) -> Set:
+    """The write of ``row``."""
     body = {
         "kind": row.kind,
         "name": row.name,
         "created": row.created_at_ms,
         "callbacks": row.callbacks,
+        "finished": row.finished_at_ms,
+        "rest": row.rest_state,
+        "expires": row.expires_at_ms,
     }
-    stores.kv.apply([Set(workflow_key(namespace, row.workflow_id), pack(body))], savepoint=False)
+    return Set(workflow_key(namespace, row.workflow_id), pack(body))
+
+
+def decode_row(workflow_id: str, raw: bytes) -> WorkflowRow:
+    """The row stored as ``raw``."""
+    body = msgpack.unpackb(raw, raw=False)
+    return WorkflowRow(
+        workflow_id,
+        str(body["kind"]),
+        str(body.get("name") or ""),
+        int(body["created"]),
+        {str(rule): str(job) for rule, job in (body.get("callbacks") or {}).items()},
+        body.get("finished"),
+        body.get("rest"),
+        body.get("expires"),
+    )
+
+
+def write_row(stores: Stores, namespace: str, row: WorkflowRow) -> None:
+    """Writes ``row`` of a new workflow, live (inside the transaction that enqueues it)."""
+    live = RangeAdd(live_workflows_key(namespace), row.workflow_id.encode())
+    stores.kv.apply([encode_row(namespace, row), live], savepoint=False)
 
 
 def new_row(workflow_id: str, kind: str, name: str, callbacks: dict[str, str]) -> WorkflowRow:
@@ -91,15 +129,9 @@ def read(stores: Stores, namespace: str, workflow_id: str) -> WorkflowState | No
     raw = stores.kv.get(workflow_key(namespace, workflow_id))
     if raw is None:
         return None
-    body = msgpack.unpackb(raw, raw=False)
-    row = WorkflowRow(
-        workflow_id,
-        str(body["kind"]),
-        str(body.get("name") or ""),
-        int(body["created"]),
-        {str(rule): str(job) for rule, job in (body.get("callbacks") or {}).items()},
+    return WorkflowState(
+        decode_row(workflow_id, raw), read_counts(stores.kv, namespace, workflow_id)
     )
-    return WorkflowState(row, read_counts(stores.kv, namespace, workflow_id))
 
 
 def job_ids(stores: Stores, namespace: str, workflow_id: str) -> list[str]:

@@ -22,6 +22,7 @@ from later_django.maintenance.recurring import RECURRING
 from later_django.maintenance.sweep import SWEEP
 from later_django.maintenance.vacuum import VACUUM
 from later_django.maintenance.wal_checkpoint import WAL_CHECKPOINT
+from later_django.maintenance.workflows import WORKFLOWS
 
 #: later_django's own passes, in the order they run.
 BUILTIN_PASSES: tuple[MaintenancePass, ...] = (
@@ -33,6 +34,7 @@ BUILTIN_PASSES: tuple[MaintenancePass, ...] = (
     RECONCILE,
     QUEUE_SAMPLE,
     PURGE,
+    WORKFLOWS,
 )
 
 _REGISTRY: dict[str, MaintenancePass] = {p.name: p for p in BUILTIN_PASSES}

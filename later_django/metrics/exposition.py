@@ -54,6 +54,8 @@ def families(overviews: Iterable[Overview]) -> Iterator[GaugeMetricFamily]:
         for topic in overview.topics:
             made["later_topic_backlog_jobs"].add_metric([ns, topic.topic], topic.backlog)
             made["later_topic_blocked_heads"].add_metric([ns, topic.topic], topic.blocked_heads)
+        for state, count in overview.workflows.items():
+            made["later_workflows"].add_metric([ns, state], count)
         workers = overview.workers
         made["later_workers_live"].add_metric([ns], len(workers))
         made["later_workers_threads"].add_metric([ns], sum(w.concurrency for w in workers))

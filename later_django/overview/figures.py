@@ -123,6 +123,8 @@ class Overview:
     db_size_bytes: int | None
     problems: list[str] = field(default_factory=list)
     consumer_lags: list[ConsumerLag] = field(default_factory=list)
+    #: Workflows and batches by state (``engine.workflow_rest.count_by_state``).
+    workflows: dict[str, int] = field(default_factory=dict)
 
     def count(self, stage: str) -> int:
         for figure in self.stages:
@@ -173,6 +175,7 @@ class Overview:
                 for topic in self.topics
             ],
             "recurring": [asdict(item) for item in self.recurring],
+            "workflows": dict(self.workflows),
             "consumer_lags": [asdict(lag) for lag in self.consumer_lags],
             "db_size_bytes": self.db_size_bytes,
         }

@@ -4,7 +4,7 @@ of ``later_status``, read once and shared by both.
 :func:`read_overview` takes one snapshot of a namespace: jobs per stage,
 throughput and queue-wait statistics of the last minute, ready messages and
 the oldest ready message's age per queue, live workers, topic partitions,
-recurring jobs and the database size. Every read is O(1) or bounded by a small
+recurring jobs, workflows by state and the database size. Every read is O(1) or bounded by a small
 table (counters, metric buckets, workers, partitions); none counts or scans
 ``later_jobs_index`` or ``later_delivery_queue``:
 
@@ -34,6 +34,7 @@ this module composes the figures.
 from __future__ import annotations
 
 from later_django.core import clock
+from later_django.engine import workflow_rest
 from later_django.engine.recurring import list_recurring
 from later_django.overview.figures import (
     STAGES,
@@ -77,6 +78,7 @@ def read_overview(
         recurring=read_recurring(using, namespace),
         db_size_bytes=stores.upkeep.total_db_size_bytes(),
         consumer_lags=read_consumer_lags(stores.dashboard, namespace),
+        workflows=workflow_rest.count_by_state(stores.kv, namespace),
     )
 
 

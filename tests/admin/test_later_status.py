@@ -71,7 +71,10 @@ def test_json_has_the_documented_shape(later_db: str) -> None:
         "recurring",
         "consumer_lags",
         "db_size_bytes",
+        "workflows",
     }
+    assert document["workflows"] == {"running": 0, "failed": 0, "cancelled": 0, "succeeded": 0}
+    assert "workflows: running 0, failed 0, cancelled 0, succeeded 0" in status()
     assert list(document["stages"]) == sorted(STAGES) or set(document["stages"]) == set(STAGES)
     assert document["stages"]["success"] == {"count": 3}
     assert document["queues"][0]["queue_name"] == "default"

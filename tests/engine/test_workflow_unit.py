@@ -10,7 +10,9 @@ import pytest
 from django.db import transaction
 
 from later_django.batches import batch, callback
-from later_django.core.keys import workflow_key
+from later_django.core.clock import now_ms
+from later_django.core.keys import workflow_count_bounds, workflow_key
+from later_django.engine import workflow_rest, workflows
 from later_django.engine.job_actions.one_job import delete_job
 from later_django.engine.record_reads import read_records
 from later_django.engine.workflow_counts import increments
@@ -21,6 +23,8 @@ from tests.engine import tasks
 from tests.engine.support import NAMESPACE, run_until_finished
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+DAY_MS = 24 * 3_600_000
 
 
 def diamond(lines: str, name: str = "") -> Workflow:
@@ -239,3 +243,83 @@ def test_a_cancelled_workflow_runs_again_after_retry(engine_db: str, tmp_path: P
     state = get_workflow(flow.id)
     assert state is not None
     assert state.counts == {"success": 4}
+
+
+# --- at rest: settled by the workflows pass, counted by state, forgotten ---
+
+
+def settle_all(alias: str, now: int | None = None) -> int:
+    return workflow_rest.settle(stores_for(alias), NAMESPACE, now or now_ms(), DAY_MS, 200)
+
+
+def test_the_pass_settles_a_finished_workflow_and_counts_it_by_state(
+    engine_db: str, tmp_path: Path
+) -> None:
+    kv = stores_for(engine_db).kv
+    done = diamond(str(tmp_path / "l1"))
+    jobs = done.enqueue()
+    # On queue "reports", which the burst worker below does not serve: it stays live.
+    Workflow().add("later", tasks.record.using(queue_name="reports"), "x", "y").enqueue()
+    assert workflow_rest.count_by_state(kv, NAMESPACE) == {
+        "running": 2,
+        "failed": 0,
+        "cancelled": 0,
+        "succeeded": 0,
+    }
+    run_until_finished([job.id for job in jobs.values()])
+    assert settle_all(engine_db) == 1
+    assert settle_all(engine_db) == 0, "settled once"
+    assert workflow_rest.count_by_state(kv, NAMESPACE) == {
+        "running": 1,
+        "failed": 0,
+        "cancelled": 0,
+        "succeeded": 1,
+    }
+    state = get_workflow(done.id)
+    assert state is not None
+    assert state.row.rest_state == "succeeded"
+    assert state.row.finished_at_ms is not None
+    assert state.row.expires_at_ms == state.row.finished_at_ms + DAY_MS
+
+
+def test_a_workflow_past_its_expiry_is_forgotten_whole(engine_db: str, tmp_path: Path) -> None:
+    stores = stores_for(engine_db)
+    flow = Workflow()
+    flow.add("charge", tasks.fail_once_without_retry, "card declined")
+    flow.add("ship", tasks.record, str(tmp_path / "l"), "ship", after=["charge"])
+    jobs = flow.enqueue()
+    run_until_finished([job.id for job in jobs.values()])
+    now = now_ms()
+    settle_all(engine_db, now)
+    assert workflow_rest.count_by_state(stores.kv, NAMESPACE)["failed"] == 1
+    assert workflow_rest.forget(stores, NAMESPACE, now + DAY_MS - 1, 100) == 0
+    assert workflow_rest.forget(stores, NAMESPACE, now + DAY_MS, 100) == 1
+    assert get_workflow(flow.id) is None
+    start, stop = workflow_count_bounds(NAMESPACE, flow.id)
+    assert stores.kv.counter_scan(start, stop, 100) == []
+    assert workflows.job_ids(stores, NAMESPACE, flow.id) == []
+    assert workflow_rest.count_by_state(stores.kv, NAMESPACE)["failed"] == 0
+
+
+def test_retry_wakes_a_settled_workflow(engine_db: str, tmp_path: Path) -> None:
+    stores = stores_for(engine_db)
+    lines = str(tmp_path / "lines")
+    flow = Workflow()
+    flow.add("reserve", tasks.fail_first_time_without_retry, str(tmp_path / "seen"))
+    flow.add("ship", tasks.record, lines, "ship", after=["reserve"])
+    jobs = flow.enqueue()
+    run_until_finished([job.id for job in jobs.values()])
+    now = now_ms()
+    settle_all(engine_db, now)
+    assert workflow_rest.count_by_state(stores.kv, NAMESPACE)["failed"] == 1
+
+    retry_workflow(flow.id)
+    counts = workflow_rest.count_by_state(stores.kv, NAMESPACE)
+    assert (counts["running"], counts["failed"]) == (1, 0)
+    state = get_workflow(flow.id)
+    assert state is not None
+    assert state.row.rest_state is None
+    assert workflow_rest.forget(stores, NAMESPACE, now + 2 * DAY_MS, 100) == 0, "no expiry left"
+    run_until_finished([job.id for job in jobs.values()])
+    assert settle_all(engine_db) == 1
+    assert workflow_rest.count_by_state(stores.kv, NAMESPACE)["succeeded"] == 1

@@ -78,6 +78,7 @@ def test_the_built_in_passes_are_registered_in_order(alias_free_settings) -> Non
         "reconcile",
         "queue_sample",
         "purge",
+        "workflows",
     ]
     assert [name for name in names if name in builtin] == builtin
 

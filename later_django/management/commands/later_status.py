@@ -76,9 +76,15 @@ def render_text(overview: Overview) -> str:
     lines += ["", "workers:", *_worker_lines(overview)]
     lines += ["", "partitions:", *_partition_lines(overview)]
     lines += ["", "recurring:", *_recurring_lines(overview)]
+    lines += ["", "workflows: " + _workflow_line(overview)]
     size = overview.db_size_bytes
     lines += ["", f"database size: {'unknown' if size is None else f'{size:,} bytes'}"]
     return "\n".join(lines)
+
+
+def _workflow_line(overview: Overview) -> str:
+    """Workflows and batches by state: ``running 2, failed 1, cancelled 0, succeeded 40``."""
+    return ", ".join(f"{state} {count}" for state, count in overview.workflows.items())
 
 
 def _stage_lines(overview: Overview) -> list[str]:
