@@ -162,6 +162,13 @@ def get_workflow(workflow_id: str) -> WorkflowState | None:
     return workflows.read(stores_for(settings.database), settings.namespace, workflow_id)
 
 
+def workflow_jobs(workflow_id: str) -> list[str]:
+    """The ids of every job of the workflow or batch ``workflow_id``, in the order they
+    joined it (parents before their children); empty for an unknown one. One read."""
+    settings = later_settings()
+    return workflows.job_ids(stores_for(settings.database), settings.namespace, workflow_id)
+
+
 def cancel_workflow(workflow_id: str) -> dict[str, str]:
     """Cancels every job of the workflow or batch ``workflow_id`` that has not run: as
     ``later_django.api.cancel`` does for each (a running job gets the cancel request;
