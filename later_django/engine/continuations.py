@@ -77,15 +77,23 @@ def release_children(
         parents = [parent for parent in parents if parent.job_id not in seen]
         seen.update(parent.job_id for parent in parents)
         keys = [children_key(writes.namespace, parent.job_id) for parent in parents]
+        left: dict[str, int] | None = None
         if members is None:
-            ranges = stores.kv.range_members_many(keys)
+            ranges, left = fan_in.read_children(stores, writes.namespace, keys)
         else:
             ranges = {key: members[key] for key in keys if key in members}
             members = None
         if not ranges:
             break
         parents = _move_children(
-            writes, dict(zip(keys, parents, strict=True)), ranges, stores, now, settings, moved
+            writes,
+            dict(zip(keys, parents, strict=True)),
+            ranges,
+            stores,
+            now,
+            settings,
+            moved,
+            left,
         )
         finished += parents
     # The finished children let their parents' records go (no statement without one).
@@ -100,13 +108,16 @@ def _move_children(
     now: int,
     settings: LaterSettings,
     moved: set[str],
+    left: dict[str, int] | None,
 ) -> list[JobRecord]:
     """Moves the children named in ``ranges`` (the children ranges of finished
     parents, by range key), emptying the ranges; returns the children it failed,
     whose own children move next. ``moved``: the children this transaction moved
-    already (left as they are), to which it adds those it moves.
+    already (left as they are), to which it adds those it moves. ``left``: the
+    fan-in children's pending counts as the read of ``ranges`` left them, when that
+    read decremented them and emptied the ranges (:func:`fan_in.read_children`).
 
-    Fan-in children first drop their pending counts (:func:`fan_in.decrement`,
+    Otherwise fan-in children first drop their pending counts (:func:`fan_in.decrement`,
     whose statement empties the ranges too); then one read locks the records of the
     ``continue_with`` children and of the fan-in children this transaction moves.
     Locked: a cancel of a waiting child (engine.cancellation) holds its row, and is
@@ -120,7 +131,9 @@ def _move_children(
                 fan_in_parents.setdefault(child_id, []).append(parent_of_range[key])
             else:
                 parent_of_child[child_id] = parent_of_range[key]
-    if fan_in_parents:
+    if left is not None:
+        resolutions = fan_in.resolve(writes.namespace, fan_in_parents, left)
+    elif fan_in_parents:
         # The ranges are emptied by the decrement itself (its statement, on PostgreSQL).
         resolutions = fan_in.decrement(stores, writes.namespace, fan_in_parents, list(ranges))
     else:

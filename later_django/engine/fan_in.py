@@ -31,6 +31,7 @@ from later_django.compat.tasks import TaskResult
 from later_django.conf import LaterSettings
 from later_django.core import stages
 from later_django.core.keys import (
+    FAN_IN_MARK,
     children_key,
     dependents_key,
     fan_in_member,
@@ -126,6 +127,29 @@ def decrement(
         {keys[child_id]: len(parents) for child_id, parents in finishing.items()},
         clear_ranges=ranges,
     )
+    return resolve(namespace, finishing, left)
+
+
+def read_children(
+    stores: Stores, namespace: str, ranges: Sequence[str]
+) -> tuple[dict[str, list[bytes]], dict[str, int]]:
+    """The members of finishing parents' children ``ranges``, read and emptied, with
+    every fan-in child's pending count dropped by the number of those parents it
+    waits for (:func:`decrement`'s work, in the same statement on PostgreSQL: a
+    finish with fan-in children pays no round trip more than one without). The
+    counters as left, by counter key, for :func:`resolve`."""
+    prefix, suffix = pending_parents_key(namespace, "\x00").split("\x00")
+    return stores.kv.read_ranges_decrementing(ranges, FAN_IN_MARK, prefix, suffix)
+
+
+def resolve(
+    namespace: str, finishing: Mapping[str, Sequence[JobRecord]], left: Mapping[str, int]
+) -> dict[str, Resolution]:
+    """The fan-in children of ``finishing`` (child id -> its parents finishing now)
+    this transaction must move, from their pending counts as its decrement ``left``
+    them (by counter key): those at 0, and those with an unsuccessful parent among
+    ``finishing``. A child whose counter is gone is left out."""
+    keys = {child_id: pending_parents_key(namespace, child_id) for child_id in finishing}
     resolutions: dict[str, Resolution] = {}
     for child_id, parents in finishing.items():
         count = left.get(keys[child_id])

@@ -392,6 +392,49 @@ class KeyValueStore:
         }
         return self._driver.fetch_one(self._q.replace_if, params) is not None
 
+    def read_ranges_decrementing(
+        self, keys: Sequence[str], mark: bytes, prefix: str, suffix: str
+    ) -> tuple[dict[str, list[bytes]], dict[str, int]]:
+        """The live members of the ranges ``keys`` (as :meth:`range_members_many`), the
+        ranges that held any emptied, and, for each member that starts with ``mark``,
+        the counter ``prefix + <the member's rest> + suffix`` lowered by the number of
+        ranges naming it (as :meth:`decrement_counters`, whose answer is the second
+        value: the counters as left, absent ones left out). One statement on
+        PostgreSQL (rows locked in key order); on SQLite a read, then a delete and
+        the decrement only where members were found. Call it inside ``atomic()``."""
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return {}, {}
+        statement = self._q.read_ranges_decrementing
+        if statement is None:
+            ranges = self.range_members_many(keys)
+            amounts: dict[str, int] = {}
+            for range_members in ranges.values():
+                for member in range_members:
+                    if member.startswith(mark):
+                        key = prefix + member[len(mark) :].decode() + suffix
+                        amounts[key] = amounts.get(key, 0) + 1
+            if not ranges:
+                return {}, {}
+            return ranges, self.decrement_counters(amounts, clear_ranges=list(ranges))
+        params = {
+            "keys": self._driver.list_param(keys),
+            "now": now_ms(),
+            "prefix": prefix,
+            "suffix": suffix,
+            "mark": mark,
+            "mark_length": len(mark),
+            "skip": len(mark) + 1,
+        }
+        rows: list[tuple[str, Any]] = []
+        left: dict[str, int] = {}
+        for kind, key, value, _, counter in self._driver.fetch_all(statement, params):
+            if kind == 0:
+                rows.append((key, value))
+            else:
+                left[key] = int(counter)
+        return members_by_range(rows), left
+
     def decrement_counters(
         self, amounts: Mapping[str, int], *, clear_ranges: Sequence[str] = ()
     ) -> dict[str, int]:

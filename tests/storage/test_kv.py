@@ -265,6 +265,40 @@ def test_counter_scan_reads_the_live_counters_between_two_bounds_in_key_order(
         store.counter_scan("c-", "c.", 0)
 
 
+def test_read_ranges_decrementing_reads_empties_and_counts_down_the_marked_members(
+    db_alias: str,
+) -> None:
+    store = stores_for(db_alias).kv
+    store.apply(
+        [
+            RangeAdd("p1-next", b"plain"),
+            RangeAdd("p1-next", b"&c1"),
+            RangeAdd("p2-next", b"&c1"),
+            RangeAdd("p2-next", b"&c2"),
+            RangeAdd("p3-next", b"&gone"),
+            RangeAdd("other-next", b"&c1"),
+            Increment("c-c1-pending", 3),
+            Increment("c-c2-pending", 1),
+        ]
+    )
+    with transaction.atomic(using=db_alias):
+        ranges, left = store.read_ranges_decrementing(
+            ["p1-next", "p2-next", "p3-next", "empty-next"], b"&", "c-", "-pending"
+        )
+    assert ranges == {
+        "p1-next": [b"plain", b"&c1"],
+        "p2-next": [b"&c1", b"&c2"],
+        "p3-next": [b"&gone"],
+    }
+    assert left == {"c-c1-pending": 1, "c-c2-pending": 0}, "an absent counter is left out"
+    assert store.range_members_many(["p1-next", "p2-next", "p3-next", "other-next"]) == {
+        "other-next": [b"&c1"]
+    }
+    assert stored_row(db_alias, "c-gone-pending") is None, "not created"
+    with transaction.atomic(using=db_alias):
+        assert store.read_ranges_decrementing(["p1-next"], b"&", "c-", "-pending") == ({}, {})
+
+
 def test_get_many_unswept_also_returns_expired_values_until_they_are_deleted(
     db_alias: str,
 ) -> None:

@@ -80,6 +80,14 @@ class KeyValuePort(Protocol):
         one statement; ``True`` if this call replaced it (of concurrent callers expecting
         the same value, exactly one). An absent or expired key is left absent."""
 
+    def read_ranges_decrementing(
+        self, keys: Sequence[str], mark: bytes, prefix: str, suffix: str
+    ) -> tuple[dict[str, list[bytes]], dict[str, int]]:
+        """The live members of the ranges ``keys``, those ranges emptied, and the
+        counters ``prefix + <rest> + suffix`` of the members starting with ``mark``
+        lowered by the number of ranges naming each, as left (one statement where the
+        driver can). Inside ``atomic()``: the counters stay locked until it ends."""
+
     def decrement_counters(
         self, amounts: Mapping[str, int], *, clear_ranges: Sequence[str] = ()
     ) -> dict[str, int]:

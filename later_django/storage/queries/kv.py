@@ -169,6 +169,10 @@ class KvQueries:
     #: returning ``(key, counter_value)``; PostgreSQL locks the rows in key order first
     #: and empties the ranges ``ranges`` in the same statement.
     decrement_many: str
+    #: ``range_members_many`` of children ranges, the ranges emptied and the counters
+    #: their marked members name decremented, in one statement; None where the store
+    #: composes it of ``range_members_many`` and ``decrement_counters`` (SQLite).
+    read_ranges_decrementing: str | None = None
     #: Rows of (key, value, date_expire, date_expire_unindexed), shared ``now``; keys
     #: distinct, in key order.
     set_many: RowsStatement

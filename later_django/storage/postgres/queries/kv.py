@@ -29,6 +29,25 @@ class PostgresKvQueries(KvQueries):
         "SELECT range_key, value FROM later_storage_range "
         "WHERE range_key = ANY(%(keys)s) AND " + LIVE_MEMBER + " ORDER BY range_key, sequence"
     )
+    # A finishing parent's children: the members read, the ranges holding any emptied,
+    # and the counters the marked members name decremented (rows locked in key order),
+    # in one round trip. Kind 0 rows are members, kind 1 rows counters as left.
+    read_ranges_decrementing = (
+        "WITH members AS MATERIALIZED (SELECT range_key, value, sequence "
+        "FROM later_storage_range WHERE range_key = ANY(%(keys)s) AND " + LIVE_MEMBER + "), "
+        "wanted AS (SELECT (%(prefix)s || convert_from(substring(value FROM %(skip)s), 'UTF8') "
+        "|| %(suffix)s)::varchar AS key, COUNT(*) AS by FROM members "
+        "WHERE substring(value FROM 1 FOR %(mark_length)s) = %(mark)s GROUP BY 1), "
+        "cleared AS (DELETE FROM later_storage_range "
+        "WHERE range_key IN (SELECT range_key FROM members)), "
+        "decremented AS (UPDATE later_storage AS s "
+        "SET counter_value = s.counter_value - w.by, date_updated = %(now)s FROM wanted AS w "
+        "WHERE s.key = w.key AND s.key IN (SELECT key FROM later_storage "
+        "WHERE key IN (SELECT key FROM wanted) AND counter_value IS NOT NULL "
+        "ORDER BY key FOR UPDATE) RETURNING s.key, s.counter_value) "
+        "SELECT 0, range_key, value, sequence, NULL::bigint FROM members "
+        "UNION ALL SELECT 1, key, NULL, NULL, counter_value FROM decremented ORDER BY 1, 2, 4"
+    )
     # The ranges (a finishing parent's children ranges) are emptied by the same statement.
     decrement_many = (
         "WITH cleared AS (DELETE FROM later_storage_range WHERE range_key = ANY(%(ranges)s)) "
