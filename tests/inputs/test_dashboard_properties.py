@@ -67,7 +67,20 @@ KNOWN_BAD = [
     "x" * 100_000,
 ]
 #: Values an action may legitimately take (so that some examples act).
-GOOD = ["default", "emails", "yes", "retry", "cancel", "matching", "selected", "1h", "i", "0"]
+GOOD = [
+    "default",
+    "emails",
+    "yes",
+    "retry",
+    "cancel",
+    "delete",
+    "run_now",
+    "matching",
+    "selected",
+    "1h",
+    "i",
+    "0",
+]
 
 numbers = st.integers(min_value=-(2**70), max_value=2**70)
 known_bad = st.sampled_from(KNOWN_BAD)
@@ -163,7 +176,19 @@ def test_any_job_list_parameter(
     assert_alike(both.answer("get", f"{PREFIX}/jobs/{stage}/", query))
 
 
-BULK_FIELDS = ["action", "scope", "task", "queue", "since", "error", "cursor", "job_id", "confirm"]
+BULK_FIELDS = [
+    "action",
+    "scope",
+    "task",
+    "queue",
+    "since",
+    "until",
+    "error",
+    "cursor",
+    "job_id",
+    "page_job_id",
+    "confirm",
+]
 
 
 @BOUNDED
@@ -257,3 +282,15 @@ def test_a_job_action_acts_only_when_valid(
                 assert response.status_code in (400, 404)
                 assert state(alias) == before
     assert_alike(statuses)
+
+
+@settings(BOUNDED, max_examples=EXAMPLES // 2)
+@given(
+    page=st.sampled_from(["", "tasks/", "failures/", "queues/", "workers/", "recurring/"]),
+    query=st.dictionaries(st.sampled_from(["range", "internal"]), given_values, max_size=2),
+)
+def test_any_page_parameter(both: Both, page: str, query: dict[str, object]) -> None:
+    """The read-only pages' ``range`` and ``internal``: an unknown value is the default."""
+    statuses = both.answer("get", f"{PREFIX}/{page}", query, acts=False)
+    assert_alike(statuses)
+    assert set(statuses.values()) == {200}
