@@ -126,8 +126,10 @@ def job_bulk(request: HttpRequest, stage: str) -> HttpResponse:
     list's form), or a POST without exactly one ``confirm=yes`` (then 400): the
     confirmation page with the count a dry run found, the filter in words and what
     will happen. A POST with ``confirm=yes`` (CSRF) runs it and sends the user back
-    to the list with the outcome; an "all matching" run that stopped at its bound comes back to the
-    confirmation page to continue. Both need the manage permission."""
+    to the list with the outcome; an "all matching" run that stopped at its bound
+    comes back to the confirmation page to continue. Both need the manage
+    permission. A field that breaks its rule (given twice, a NUL, over-long, an
+    unreadable cursor) is refused with 400 before anything is read."""
     require_manage(request)
     try:
         check_stage(stage)
