@@ -45,9 +45,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["pause", "resume", "list"])
-        parser.add_argument("queues", nargs="*", metavar="NAME", help="queue names")
         parser.add_argument(
-            "--by", help="who pauses (shown by list; default: user@host of this command)"
+            "queues",
+            nargs="*",
+            metavar="NAME",
+            help="queue names: configured queues or queues seen in the data",
+        )
+        parser.add_argument(
+            "--by",
+            help="who pauses, 1 to 200 characters (shown by list; default: user@host of "
+            "this command)",
         )
         parser.add_argument("--json", action="store_true", help="list as one JSON object")
 
