@@ -161,3 +161,58 @@ def confirmed(values: Sequence[str]) -> bool:
     """Whether a confirmation was given: exactly one value, ``yes``. Anything else
     (absent, another value, given twice) is not a confirmation."""
     return list(values) == ["yes"]
+
+
+# Dashboard parsers (helper-13)
+
+#: The forms of a job list's cursor, as :mod:`later_django.admin.job_lists` writes them
+#: (written out here: this module imports neither the admin nor the storage).
+_INDEX_CURSOR = re.compile(r"i(?::([0-9]{1,40}):(.*))?", re.DOTALL)
+_QUEUE_CURSOR = re.compile(r"q:([0-9]{1,40})")
+_CURSOR_RULE = (
+    "is not a job-list cursor (i, i:<milliseconds>:<job id> or q:<sequence>, "
+    "as the list's own links write it)"
+)
+
+
+def job_list_cursor(field: str, value: str) -> str | None:
+    """A job list's cursor as its links write it: ``i``, ``i:<ms>:<job id>`` or
+    ``q:<sequence>`` (numbers in ASCII digits within a ``bigint``; the job id at most
+    :data:`NAME_LENGTH` characters), returned as given; ``None`` when empty (the
+    list's start). Anything else is refused, so a bulk action never reads an
+    unreadable cursor as "from the start"."""
+    text(field, value, max_length=NAME_LENGTH + 50, empty=True)
+    if not value:
+        return None
+    if matched := _INDEX_CURSOR.fullmatch(value):
+        moment_text, job = matched.groups()
+        if moment_text is not None:
+            _cursor_number(field, value, moment_text)
+            text(field, job, max_length=NAME_LENGTH, empty=True)
+        return value
+    if matched := _QUEUE_CURSOR.fullmatch(value):
+        _cursor_number(field, value, matched.group(1))
+        return value
+    raise InputError(field, value, _CURSOR_RULE)
+
+
+def _cursor_number(field: str, value: str, digits: str) -> int:
+    """The number inside a cursor, refused (naming the whole cursor) beyond a bigint."""
+    number = int(digits)
+    if number > BIGINT_MAX:
+        raise InputError(field, value, f"holds a number beyond {BIGINT_MAX:,}")
+    return number
+
+
+def sequence_cursor(field: str, value: str) -> int | None:
+    """A partition list's cursor: the last sequence shown, ASCII digits within a
+    ``bigint``; ``None`` when empty (the newest first)."""
+    if value == "":
+        return None
+    return integer(field, value, low=0, high=BIGINT_MAX)
+
+
+def filter_value(field: str, value: str, *, max_length: int = NAME_LENGTH) -> str:
+    """A dashboard list filter: :func:`text` of at most ``max_length`` characters, empty
+    allowed (an empty filter means no filter), surrounding blanks dropped."""
+    return text(field, value, max_length=max_length, empty=True).strip()

@@ -52,6 +52,8 @@ SLOW = (
     "tests/browser/test_dashboard.py",
     "tests/pgbouncer/test_transaction_pooling.py",
     "tests/packaging/test_distributions.py",
+    # Property tests: each example asks both databases, about 40 s in all (issue 38).
+    "tests/inputs/test_dashboard_properties.py",
     # Their 100,000 jobs are copies of a few enqueued ones (tests/copies.py): 12 s and 7 s.
     "tests/maintenance/test_pass_reads.py",
     "tests/engine/test_promotion.py",

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from django.http import QueryDict
 
+from later_django import inputs
 from later_django.admin.job_filters import RELATIVE_TIMES, ListFilter
 from later_django.admin.jobs import PAGE_SIZE
 from later_django.core import stages
@@ -30,7 +31,6 @@ from later_django.engine.job_actions.selection import (
     BulkOutcome,
     JobSelection,
 )
-from later_django.storage.job_filters import parse_stage_cursor
 
 #: Jobs per transaction of a bulk action from the dashboard.
 BATCH_SIZE = DEFAULT_BATCH_SIZE
@@ -127,8 +127,10 @@ class BulkRequest:
     def from_query(cls, stage: str, query: QueryDict) -> BulkRequest:
         """The request of a form's fields (``action``; ``scope``: ``selected`` with the
         ticked ``job_id``s, ``page`` with the page's ``page_job_id``s, or ``matching``
-        with the filters and ``cursor``); ``BulkRequestError`` naming what is wrong."""
-        name = query.get("action", "")
+        with the filters and ``cursor``); ``InputError`` for a value that breaks its
+        rule (a field given twice, a NUL, over-long, an unreadable cursor: 400),
+        ``BulkRequestError`` naming what else is wrong."""
+        name = _field(query, "action")
         action = BULK_ACTIONS.get(name)
         if action is None:
             known = ", ".join(BULK_ACTIONS)
@@ -138,10 +140,11 @@ class BulkRequest:
                 f"{action.label} does not apply to {stage} jobs; it applies to "
                 f"{', '.join(action.stages)} jobs"
             )
-        scope = query.get("scope", "")
+        scope = _field(query, "scope")
         list_filter = ListFilter.from_query(query)
+        cursor = checked_cursor(stage, inputs.one("cursor", query.getlist("cursor")) or "")
         if scope == MATCHING:
-            return cls(action, stage, list_filter, (), _checked_cursor(query.get("cursor")))
+            return cls(action, stage, list_filter, (), cursor)
         if scope not in _ID_FIELDS:
             raise BulkRequestError(
                 f"scope {scope!r} is not one; use {SELECTED}, {PAGE} or {MATCHING}"
@@ -204,23 +207,36 @@ class BulkRequest:
         return named
 
 
-def _checked_cursor(cursor: str | None) -> str | None:
-    """The cursor an earlier request of the run handed back (``None`` when empty);
-    ``BulkRequestError`` for text that is not one."""
-    if not cursor:
-        return None
-    if cursor.startswith(QUEUE_CURSOR) and cursor[len(QUEUE_CURSOR) :].isdigit():
-        return cursor
-    try:
-        parse_stage_cursor(cursor)
-    except ValueError as error:
-        raise BulkRequestError(str(error)) from None
+#: The longest ``action`` or ``scope`` value read (the known ones are far shorter).
+_WORD_LENGTH = 40
+
+
+def _field(query: QueryDict, name: str) -> str:
+    """The one value of a word field (``action``, ``scope``): ``InputError`` when given
+    twice, holding a NUL or longer than :data:`_WORD_LENGTH`; ``""`` when absent."""
+    value = inputs.one(name, query.getlist(name)) or ""
+    return inputs.text(name, value, max_length=_WORD_LENGTH, empty=True)
+
+
+def checked_cursor(stage: str, value: str) -> str | None:
+    """The cursor of a list of ``stage`` that a link or an earlier request of a bulk
+    run handed back (``None`` when empty: the start); ``InputError`` (400) for text
+    that is not one (:func:`~later_django.inputs.job_list_cursor`) or a queue cursor
+    outside the ``enqueued`` list, so a bulk action refuses it rather than reading it
+    as "from the start"."""
+    cursor = inputs.job_list_cursor("cursor", value)
+    if cursor is not None and cursor.startswith(QUEUE_CURSOR) and stage != stages.ENQUEUED:
+        raise inputs.InputError(
+            "cursor", cursor, f"is a queue cursor; only the {stages.ENQUEUED} list has one"
+        )
     return cursor
 
 
 def _checked_ids(job_ids: list[str]) -> tuple[str, ...]:
     """The ticked job ids, once each; ``BulkRequestError`` for none, too many, or one
-    that cannot be a job id."""
+    that cannot be a job id (``InputError`` for a NUL or an over-long one)."""
+    for job_id in job_ids[: SELECTED_MAX * 2]:
+        inputs.text("job_id", job_id, max_length=inputs.NAME_LENGTH, empty=True)
     unique = tuple(dict.fromkeys(job_id.strip() for job_id in job_ids if job_id.strip()))
     if not unique:
         raise BulkRequestError("no job was selected: tick at least one row, or choose all matching")
@@ -231,7 +247,9 @@ def _checked_ids(job_ids: list[str]) -> tuple[str, ...]:
         )
     for job_id in unique:
         if not _JOB_ID.fullmatch(job_id):
-            raise BulkRequestError(f"{job_id!r} is not a job id (letters, digits, - and _ only)")
+            raise BulkRequestError(
+                f"{inputs.shown(job_id)} is not a job id (letters, digits, - and _ only)"
+            )
     return unique
 
 

@@ -10,12 +10,13 @@ and the confirmation page, so each of them acts on what the list showed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 
+from django.http import QueryDict
 from django.utils import timezone
 
+from later_django import inputs
 from later_django.engine.job_actions.selection import JobSelection
 
 #: The relative times ``since`` and ``until`` take: value -> (words, milliseconds).
@@ -26,6 +27,16 @@ RELATIVE_TIMES = {
 }
 #: The character that makes ``task`` a prefix of task paths.
 PREFIX_MARK = "*"
+#: The longest value of each filter: a name column's size (``task`` one more, for the
+#: prefix mark), a date and time's for the times. Longer values are refused (400),
+#: never echoed whole nor carried into a redirect.
+FILTER_LENGTHS = {
+    "task": inputs.NAME_LENGTH + len(PREFIX_MARK),
+    "queue": inputs.NAME_LENGTH,
+    "since": 40,
+    "until": 40,
+    "error": inputs.NAME_LENGTH,
+}
 _TIME_RULE = (
     "use 1h, 1d or 7d (the last hour, day, week) or an ISO 8601 date and time such as "
     "2026-12-03T09:30 (the current time zone unless an offset such as +00:00 is given)"
@@ -47,9 +58,15 @@ class ListFilter:
     error: str = ""
 
     @classmethod
-    def from_query(cls, query: Mapping[str, str]) -> ListFilter:
-        """The filters of a request's parameters (surrounding blanks dropped)."""
-        return cls(**{f.name: (query.get(f.name) or "").strip() for f in fields(cls)})
+    def from_query(cls, query: QueryDict) -> ListFilter:
+        """The filters of a request's parameters (surrounding blanks dropped; empty or
+        absent: no filter); ``InputError`` for one given twice, holding a NUL or longer
+        than :data:`FILTER_LENGTHS` allows."""
+        values = {}
+        for f in fields(cls):
+            given = inputs.one(f.name, query.getlist(f.name)) or ""
+            values[f.name] = inputs.filter_value(f.name, given, max_length=FILTER_LENGTHS[f.name])
+        return cls(**values)
 
     def params(self) -> dict[str, str]:
         """The filters that are set, as parameters for a link or a form."""
@@ -122,11 +139,12 @@ def _time_ms(name: str, value: str, now_ms: int) -> int | None:
         return now_ms - RELATIVE_TIMES[value][1]
     try:
         moment = datetime.fromisoformat(value)
-    except ValueError:
+        if timezone.is_naive(moment):
+            moment = timezone.make_aware(moment)
+        return int(moment.timestamp() * 1000)
+    except (ValueError, OverflowError):
+        # A time at the edge of the calendar (year 1 in a zone west of UTC) fails here too.
         raise FilterError(f"{name} {value!r} is not a time: {_TIME_RULE}") from None
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment)
-    return int(moment.timestamp() * 1000)
 
 
 def _time_in_words(name: str, value: str) -> str:

@@ -1,5 +1,5 @@
 """One job's page and its buttons: Retry, Run now, Cancel (with a confirmation page)
-and Delete (confirmed by ``confirm=yes``), each POST only, CSRF-checked and needing
+and Delete (confirmed by exactly one ``confirm=yes``), each POST only, CSRF-checked and needing
 ``later_django.manage_jobs`` (:mod:`~later_django.admin.pages`); the moves are
 :mod:`later_django.engine.job_actions.one_job`.
 """
@@ -19,10 +19,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 from later_django.admin.job_tree import tree_svg
 from later_django.admin.jobs import read_job
 from later_django.admin.pages import (
-    CONFIRM_FIELD,
-    CONFIRM_VALUE,
     confirmation_page,
     detail_url,
+    is_confirmed,
+    path_name,
     render_page,
     require_manage,
 )
@@ -36,6 +36,7 @@ from later_django.overview.target import resolve_target
 def job_detail(request: HttpRequest, job_id: str) -> TemplateResponse:
     """One job: task, arguments, when it runs, its attempts (duration, worker, error),
     timeline, errors, its continuation tree (SVG), partition neighbours."""
+    job_id = path_name("job id", job_id)
     using, namespace = resolve_target(None, None)
     detail = read_job(using, namespace, job_id)
     if detail is None:
@@ -63,6 +64,7 @@ def _action(
     @require_POST
     def view(request: HttpRequest, job_id: str) -> HttpResponse:
         require_manage(request)
+        job_id = path_name("job id", job_id)
         using, namespace = resolve_target(None, None)
         try:
             run(using, namespace, job_id)
@@ -90,6 +92,7 @@ def cancel_job(request: HttpRequest, job_id: str) -> HttpResponse:
     """GET: a confirmation page naming the job and what a cancel will do; POST (CSRF):
     the cancel. Both need the manage permission."""
     require_manage(request)
+    job_id = path_name("job id", job_id)
     using, namespace = resolve_target(None, None)
     if request.method == "POST":
         try:
@@ -116,9 +119,9 @@ def delete_job(request: HttpRequest, job_id: str) -> HttpResponse:
     confirmation page again (400), so an old one-click form or a forged POST does
     not delete. Both need the manage permission."""
     require_manage(request)
+    job_id = path_name("job id", job_id)
     using, namespace = resolve_target(None, None)
-    confirmed = request.POST.get(CONFIRM_FIELD) == CONFIRM_VALUE
-    if request.method == "POST" and confirmed:
+    if is_confirmed(request):
         try:
             one_job.delete_job(using, namespace, job_id)
         except ActionRefused as refused:

@@ -20,15 +20,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from later_django import inputs
 from later_django.admin.attempts import Attempt, attempts_of
 from later_django.admin.job_lists import RowFilter, answered_by_index, filtered_page, scan_stage
 from later_django.admin.job_tree import ANCESTORS, JobTree, TreeNode
+from later_django.admin.pages import Unknown
 from later_django.admin.units import human_duration, when
+from later_django.conf import later_settings
 from later_django.core import clock, stages
 from later_django.core.keys import children_key, job_key, member_child
 from later_django.core.records import JobError, JobRecord, decode_record
 from later_django.engine.job_actions.selection import JobSelection
 from later_django.engine.record_reads import read_records_and_errors
+from later_django.engine.topics import configured_topics
 from later_django.exceptions import RecordDecodeError
 from later_django.overview.figures import STAGES
 from later_django.storage.ports.kv import KeyValuePort
@@ -237,6 +241,22 @@ def partition_page(
     records.read([row.job_id for row in page.items])
     rows = [_job_row(row, records.by_id.get(row.job_id)) for row in page.items]
     return JobPage(rows, page.next_cursor)
+
+
+def check_partition(using: str, namespace: str, topic: str, partition_id: int) -> None:
+    """:class:`~later_django.admin.pages.Unknown` (404) unless ``topic`` is a topic of
+    the namespace (recorded in ``later_topic``, or configured in ``LATER["TOPICS"]``)
+    and ``partition_id`` one of its partitions: one read by key."""
+    partitions = stores_for(using).topics.stored_partitions(namespace, topic)
+    if partitions is None:
+        partitions = configured_topics(later_settings()).get(topic)
+    if partitions is None:
+        raise Unknown(f"topic {inputs.shown(topic)} is not a topic of namespace {namespace!r}")
+    if not 0 <= partition_id < partitions:
+        raise Unknown(
+            f"partition {partition_id} of topic {inputs.shown(topic)} does not exist: "
+            f"the topic has {partitions} partitions, 0 to {partitions - 1}"
+        )
 
 
 def job_exists(using: str, namespace: str, job_id: str) -> bool:

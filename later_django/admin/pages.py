@@ -24,10 +24,11 @@ from typing import Any
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, reverse
 
+from later_django import inputs
 from later_django.exceptions import TablesMissing
 from later_django.overview.figures import STAGES
 from later_django.overview.target import resolve_target
@@ -40,6 +41,11 @@ CONFIRM_FIELD, CONFIRM_VALUE = "confirm", "yes"
 UNCONFIRMED_STATUS = 400
 #: The answer of every page while later_django's tables are missing.
 TABLES_MISSING_STATUS = 503
+#: The answer to a parameter or form field that breaks its rule (the page names it).
+BAD_INPUT_STATUS = 400
+#: The answer to an address naming what cannot exist (the page names it and the rule).
+UNKNOWN_STATUS = 404
+REFUSED_TEMPLATE = "later_django/refused.html"
 #: The operator pages, in the order they are linked: (key, label, URL name). The one
 #: list: every page's nav (``base.html``, the current page by its ``later_page`` key)
 #: and the admin index's links row (:mod:`~later_django.admin.dashboard`) read it.
@@ -78,6 +84,63 @@ def answering_missing_tables(view: Callable[..., HttpResponse]) -> Callable[...,
             )
 
     return wrapped
+
+
+class Unknown(Exception):
+    """What an address names does not exist (or cannot: a path segment that breaks its
+    rule); answered 404 by :func:`refusing_bad_input` with the message on the page."""
+
+
+def refusing_bad_input(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """``view``, answering an :class:`~later_django.inputs.InputError` it raises with a
+    400 page and an :class:`Unknown` with a 404 page, each naming the field, the value
+    (cut) and the rule. Views parse every outside value before acting, so such an
+    answer means nothing was done."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except inputs.InputError as error:
+            return _refused(request, "Bad input", str(error), BAD_INPUT_STATUS)
+        except Unknown as error:
+            return _refused(request, "Not found", str(error), UNKNOWN_STATUS)
+
+    return wrapped
+
+
+def _refused(request: HttpRequest, title: str, refusal: str, status: int) -> HttpResponse:
+    response = render_page(request, REFUSED_TEMPLATE, title, refusal_title=title, refusal=refusal)
+    response.status_code = status
+    return response
+
+
+def query_value(query: QueryDict, field: str) -> str:
+    """The one value of ``field`` (``""`` when absent); ``InputError`` when it is given
+    more than once (the last one silently winning would act on what was not meant)."""
+    return inputs.one(field, query.getlist(field)) or ""
+
+
+def path_value(parse: Callable[[str, str], Any], field: str, value: str) -> Any:
+    """``parse(field, value)`` of a URL path segment; a value that breaks the rule names
+    nothing that can exist, so it is :class:`Unknown` (404), not a 400."""
+    try:
+        return parse(field, value)
+    except inputs.InputError as error:
+        raise Unknown(str(error)) from None
+
+
+def path_name(field: str, value: str) -> str:
+    """A job id, topic or task path from the URL: no NUL, at most
+    :data:`~later_django.inputs.NAME_LENGTH` characters (:class:`Unknown` otherwise)."""
+    return str(
+        path_value(lambda f, v: inputs.text(f, v, max_length=inputs.NAME_LENGTH), field, value)
+    )
+
+
+def is_confirmed(request: HttpRequest) -> bool:
+    """Whether a POST carries the confirmation: ``confirm`` given once, ``yes``."""
+    return request.method == "POST" and inputs.confirmed(request.POST.getlist(CONFIRM_FIELD))
 
 
 def render_page(request: HttpRequest, template: str, title: str, **extra: Any) -> TemplateResponse:

@@ -30,7 +30,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from later_django.admin.chart import chart_window
-from later_django.admin.pages import render_page, require_manage
+from later_django.admin.pages import query_value, render_page, require_manage
 from later_django.admin.units import (
     NONE_TEXT,
     human_age,
@@ -45,7 +45,7 @@ from later_django.core import clock
 from later_django.core.keys import is_reserved
 from later_django.core.limits import QueueLimit
 from later_django.overview.figures import QueueFigure
-from later_django.overview.queues import read_queues
+from later_django.overview.queues import known_queue, read_queues
 from later_django.storage.stores import stores_for
 from later_django.storage.types import QueueAttempts
 
@@ -167,12 +167,14 @@ def _queue_action(
     run: Callable[[str, str], bool], done: str, unchanged: str
 ) -> Callable[[HttpRequest], HttpResponse]:
     """A POST-only view (CSRF, manage permission) running ``run(queue, username)`` on the
-    form's ``queue`` and redirecting to the queues page with a message."""
+    form's ``queue`` and redirecting to the queues page with a message. The ``queue``
+    is given once and names a known queue (:func:`~later_django.overview.queues.known_queue`),
+    or nothing is done (400, the known queues listed)."""
 
     @require_POST
     def view(request: HttpRequest) -> HttpResponse:
         require_manage(request)
-        name = request.POST.get("queue", "")
+        name = known_queue("queue", query_value(request.POST, "queue"))
         try:
             changed = run(name, request.user.get_username())
         except ValueError as error:

@@ -20,7 +20,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from later_django.admin.pages import render_page, require_manage
+from later_django import inputs
+from later_django.admin.pages import query_value, render_page, require_manage
 from later_django.admin.units import NONE_TEXT, human_duration, when
 from later_django.api import disable_recurring, enable_recurring, run_recurring_now
 from later_django.compat.tasks import InvalidTask
@@ -151,14 +152,17 @@ def _recurring_action(
     run: Callable[[str], Any], done: str, unchanged: str = ""
 ) -> Callable[[HttpRequest], HttpResponse]:
     """A POST-only view (CSRF, manage permission) running ``run(id)`` on the form's
-    ``recurring_id`` and redirecting to the recurring page with a message: ``unchanged``
+    ``recurring_id`` (given once, no NUL, at most 200 characters, else 400) and
+    redirecting to the recurring page with a message: ``unchanged``
     when ``run`` returned ``False``, else ``done`` (formatted with ``id`` and ``result``,
     what ``run`` returned)."""
 
     @require_POST
     def view(request: HttpRequest) -> HttpResponse:
         require_manage(request)
-        recurring_id = request.POST.get("recurring_id", "")
+        recurring_id = inputs.text(
+            "recurring_id", query_value(request.POST, "recurring_id"), max_length=inputs.NAME_LENGTH
+        )
         try:
             result = run(recurring_id)
         except LookupError as error:

@@ -24,7 +24,7 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 
 from later_django.admin.chart import chart_window
-from later_django.admin.pages import render_page
+from later_django.admin.pages import path_name, render_page
 from later_django.admin.task_figures import (
     FAILURE_GROUPS_SHOWN,
     FailureRow,
@@ -159,7 +159,9 @@ def task_detail(request: HttpRequest, task_path: str) -> TemplateResponse:
     """One task's attempts in the last hour or day: figures, attempts per slot (SVG)
     and its failure groups. Three grouped reads of the window's rows, then the failure
     samples' records by key. A task without attempts in the window shows zeros (it may
-    have run before, or not at all: the table cannot tell)."""
+    have run before, or not at all: the table cannot tell). A path holding a NUL or
+    longer than 200 characters names no task: 404."""
+    task_path = path_name("task", task_path)
     using, namespace = resolve_target(None, None)
     range_name = _range(request, TASK_RANGES)
     window = chart_window(range_name, clock.now_ms())

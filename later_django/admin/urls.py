@@ -30,8 +30,9 @@ app_name = "later_django"
 
 
 def _staff(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """A staff page (``admin.site.admin_view``) that names missing migrations."""
-    return admin.site.admin_view(pages.answering_missing_tables(view))
+    """A staff page (``admin.site.admin_view``) that names missing migrations and answers
+    a bad parameter with 400, an address naming nothing with 404 (both named)."""
+    return admin.site.admin_view(pages.answering_missing_tables(pages.refusing_bad_input(view)))
 
 
 urlpatterns = [

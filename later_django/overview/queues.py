@@ -21,10 +21,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+from later_django import inputs
 from later_django.backend import LaterBackend
 from later_django.compat.tasks import task_backends
 from later_django.conf import later_settings
 from later_django.core import clock
+from later_django.core.keys import is_reserved
 from later_django.engine.queue_pause import paused_queues
 from later_django.overview.figures import QueueFigure
 from later_django.overview.target import resolve_target
@@ -34,6 +36,8 @@ from later_django.storage.types import WorkerRow
 #: A worker whose last heartbeat is older than this is not live (it beats every
 #: third of its 30 s lease, so this is six missed beats).
 LIVE_WORKER_MS = 60_000
+#: Known queues a refusal lists, at most.
+KNOWN_LISTED = 20
 
 
 def configured_queues() -> set[str]:
@@ -104,3 +108,41 @@ def queue_figures(
 def _configured_in(namespace: str) -> set[str]:
     """The configured queues when ``namespace`` is ``LATER["NAMESPACE"]``, else none."""
     return configured_queues() if namespace == later_settings().namespace else set()
+
+
+def known_queue_names(using: str | None = None, namespace: str | None = None) -> set[str]:
+    """The names of the queues :func:`queue_figures` lists (configured, or seen in the
+    data: a depth counter, a pause or jobs running now), without their figures: three
+    small reads (the depth counters, the paused keys, the live workers)."""
+    using, namespace = resolve_target(using, namespace)
+    stores = stores_for(using)
+    names = {queue_name for queue_name, _ in stores.dashboard.queue_depths(namespace)}
+    names |= {queue.name for queue in paused_queues(stores, namespace)}
+    live_since = clock.now_ms() - LIVE_WORKER_MS
+    for worker in stores.executions.workers_live(namespace, live_since):
+        names.update(worker.busy_queues)
+    return names | _configured_in(namespace)
+
+
+def known_queue(field: str, name: str) -> str:
+    """``name`` when it is a queue the pause and resume of the dashboard and of
+    ``later_queue`` may act on: a name (:func:`later_django.inputs.name`: no NUL, at
+    most 200 characters, no surrounding blanks) of a configured queue or one seen in
+    the data (:func:`known_queue_names`). ``InputError`` otherwise, listing the known
+    ones, so a typo or a look-alike (``DEFAULT``, ``' default '``) never reads as done.
+    later_django's own queues (``__later…``) pass, for the pause to refuse by name."""
+    inputs.name(field, name)
+    if is_reserved(name) or name in configured_queues():
+        return name
+    known = known_queue_names()
+    if name not in known:
+        listed = sorted(n for n in known if not is_reserved(n))
+        more = f" and {len(listed) - KNOWN_LISTED} more" if len(listed) > KNOWN_LISTED else ""
+        raise inputs.InputError(
+            field,
+            name,
+            f"is not a queue of namespace {later_settings().namespace!r}: not configured "
+            f"(a LaterBackend's QUEUES, LATER['QUEUE_LIMITS']) and not seen in its data; "
+            f"known queues: {', '.join(listed[:KNOWN_LISTED]) or 'none'}{more}",
+        )
+    return name

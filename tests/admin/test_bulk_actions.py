@@ -247,11 +247,6 @@ def test_relative_times_are_fixed_when_confirmed(manager_client: Client, later_d
         ),
         (
             "failed",
-            {"action": "retry", "scope": "matching", "cursor": "i:later:x"},
-            "not a job-list cursor: 'i:later:x'",
-        ),
-        (
-            "failed",
             {"action": "retry", "scope": "matching", "since": "soon"},
             "since 'soon' is not a time",
         ),

@@ -108,9 +108,11 @@ def test_the_partition_list_walks_highest_sequence_first(
     assert reverse("later_django:job_detail", args=[rows[6].job_id]) in html
 
 
-def test_a_malformed_cursor_is_a_404(manager_client: Client, later_db: str) -> None:
+def test_a_malformed_cursor_is_a_400(manager_client: Client, later_db: str) -> None:
     url = reverse("later_django:job_list", args=["failed"])
-    assert manager_client.get(url, {"cursor": "i:notanumber:x"}).status_code == 404
+    answer = manager_client.get(url, {"cursor": "i:notanumber:x"})
+    assert answer.status_code == 400
+    assert "cursor &#x27;i:notanumber:x&#x27; is not a job-list cursor" in answer.content.decode()
 
 
 @pytest.mark.parametrize("page", ["admin:index", "later_django:dashboard"])

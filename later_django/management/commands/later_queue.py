@@ -10,7 +10,9 @@ and every queue with messages, a pause or running jobs): ready messages, the
 oldest one's age, and since when and by whom it is paused (``--json``: the same
 as one JSON object). The pause is stored in the
 database: it survives restarts of workers and of the database. Exit status 1
-for an invalid name.
+for an invalid name, or a name that is not a known queue (configured, or seen in the
+data: :func:`~later_django.overview.queues.known_queue`, the dashboard's rule too);
+``--by`` is at most 200 characters and not empty.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from later_django import api
+from later_django import api, inputs
 from later_django.conf import later_settings
 from later_django.exceptions import TablesMissing
 from later_django.management.common import (
@@ -31,7 +33,7 @@ from later_django.management.common import (
     text_table,
     utc_time,
 )
-from later_django.overview.queues import read_queues
+from later_django.overview.queues import known_queue, read_queues
 from later_django.storage.tables import naming_missing_tables
 
 
@@ -43,9 +45,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["pause", "resume", "list"])
-        parser.add_argument("queues", nargs="*", metavar="NAME", help="queue names")
         parser.add_argument(
-            "--by", help="who pauses (shown by list; default: user@host of this command)"
+            "queues",
+            nargs="*",
+            metavar="NAME",
+            help="queue names: configured queues or queues seen in the data",
+        )
+        parser.add_argument(
+            "--by",
+            help="who pauses, 1 to 200 characters (shown by list; default: user@host of "
+            "this command)",
         )
         parser.add_argument("--json", action="store_true", help="list as one JSON object")
 
@@ -55,17 +64,26 @@ class Command(BaseCommand):
             raise CommandError("list takes no queue names")
         if action != "list" and not names:
             raise CommandError(f"{action} needs at least one queue name")
+        by = options["by"]
+        try:
+            if by is not None:
+                by = inputs.text("--by", by, max_length=inputs.NAME_LENGTH)
+        except inputs.InputError as error:
+            raise CommandError(str(error)) from error
         try:
             with naming_missing_tables(later_settings().database):
-                self.stdout.write(self._run(action, names, options["by"], options["json"]))
+                self.stdout.write(self._run(action, names, by, options["json"]))
         except TablesMissing as error:
             raise CommandError(str(error)) from error
-        except ValueError as error:
+        except ValueError as error:  # an InputError too: a name that is not a known queue
             raise CommandError(str(error)) from error
 
     def _run(self, action: str, names: list[str], by: str | None, as_json: bool) -> str:
         if action == "list":
             return self._listing(as_json)
+        # Every name is checked before any is paused: one unknown name changes nothing.
+        for name in names:
+            known_queue("NAME", name)
         lines = []
         for name in names:
             if action == "pause":
