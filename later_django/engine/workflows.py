@@ -91,15 +91,21 @@ def read(stores: Stores, namespace: str, workflow_id: str) -> WorkflowState | No
     raw = stores.kv.get(workflow_key(namespace, workflow_id))
     if raw is None:
         return None
+    return WorkflowState(
+        decode_row(workflow_id, raw), read_counts(stores.kv, namespace, workflow_id)
+    )
+
+
+def decode_row(workflow_id: str, raw: bytes) -> WorkflowRow:
+    """The row of ``workflow_id`` from its stored bytes (:func:`write_row`'s)."""
     body = msgpack.unpackb(raw, raw=False)
-    row = WorkflowRow(
+    return WorkflowRow(
         workflow_id,
         str(body["kind"]),
         str(body.get("name") or ""),
         int(body["created"]),
         {str(rule): str(job) for rule, job in (body.get("callbacks") or {}).items()},
     )
-    return WorkflowState(row, read_counts(stores.kv, namespace, workflow_id))
 
 
 def job_ids(stores: Stores, namespace: str, workflow_id: str) -> list[str]:
