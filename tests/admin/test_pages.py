@@ -90,6 +90,7 @@ def test_the_admin_index_links_every_operator_page_once_above_the_stages(
         (reverse("later_django:worker_list"), "Workers"),
         (reverse("later_django:task_list"), "Tasks"),
         (reverse("later_django:recurring_list"), "Recurring"),
+        (reverse("later_django:workflow_list"), "Workflows"),
     ]
 
 
