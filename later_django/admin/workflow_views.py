@@ -12,6 +12,8 @@ The moves are the engine's: ``engine.workflows.cancel`` and
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -31,6 +33,7 @@ from later_django.admin.pages import (
 from later_django.admin.workflow_detail import DRAWN, READ, WorkflowDetail, read_detail
 from later_django.admin.workflow_graph import MOST_EDGES, graph_svg
 from later_django.admin.workflow_lists import STATES, check_state, workflow_page
+from later_django.admin.workflow_rows import left_out_rows, waiting_items
 from later_django.engine import workflow_retry, workflows
 from later_django.engine.job_actions.record_checks import CANCELLED, REQUESTED
 from later_django.exceptions import ActionRefused
@@ -104,20 +107,32 @@ def _detail(workflow_id: str) -> WorkflowDetail:
     return detail
 
 
+def job_href() -> Callable[[str], str]:
+    """``detail_url``, reversed once: a page of 1,000 jobs would spend most of its
+    time in ``reverse`` (a job id is a ULID, which a URL holds as it is)."""
+    marker = "00000000000000000000000000"
+    url = detail_url(marker)
+    head, tail = url[: url.index(marker)], url[url.index(marker) + len(marker) :]
+    return lambda job_id: f"{head}{job_id}{tail}"
+
+
 def workflow_detail(request: HttpRequest, workflow_id: str) -> TemplateResponse:
     """One workflow: kind, name, state, counts, created and duration, callbacks, the
     DAG of its first jobs, what its waiting jobs wait on, the jobs left out of the
     figure, and the Cancel and Retry buttons."""
     detail = _detail(workflow_id)
-    drawing = graph_svg(detail.drawn, detail_url, f"jobs of workflow {workflow_id}")
+    href = job_href()
+    drawing = graph_svg(detail.drawn, href, f"jobs of workflow {workflow_id}")
     return render_page(
         request,
         "later_django/workflow_detail.html",
         f"Workflow {workflow_id}",
         later_page="workflows",
         flow=detail,
-        # graph_svg escapes every text it writes.
+        # graph_svg, waiting_items and left_out_rows escape every text they write.
         graph_svg=mark_safe(drawing.svg),
+        waiting_items=mark_safe(waiting_items(detail.waiting, href)),
+        left_out_rows=mark_safe(left_out_rows(detail.listed, href)),
         edges_left_out=drawing.edges_left_out,
         drawn_most=DRAWN,
         read_most=f"{READ:,}",

@@ -9,6 +9,7 @@ import pytest
 
 from later_django.admin import workflow_graph
 from later_django.admin.workflow_graph import GraphNode, graph_svg, layers
+from later_django.admin.workflow_rows import left_out_rows, waiting_items
 
 
 def ids(rows: list[list[GraphNode]]) -> list[list[str]]:
@@ -58,3 +59,13 @@ def test_edges_beyond_the_bound_are_counted_not_drawn(monkeypatch: pytest.Monkey
     child = GraphNode("C", "t.c", "waiting", tuple(node.job_id for node in parents))
     drawing = graph_svg([*parents, child], str, "x")
     assert drawing.svg.count("<line ") == 2 and drawing.edges_left_out == 2
+
+
+def test_the_page_lists_escape_every_text_and_link_each_job() -> None:
+    node = GraphNode("01AAAAAAAAAAAAAAAAAAAAAAAA", "app.<i>t", "waiting", (), "1 of 1 parent: <b>")
+    waiting = waiting_items([node], lambda job_id: f"/job/{job_id}/?a&b")
+    rows = left_out_rows([node], lambda job_id: f"/job/{job_id}/")
+    for html in (waiting, rows):
+        assert "<i>" not in html and "<b>" not in html and "&lt;b&gt;" in html
+        assert 'href="/job/01AAAAAAAAAAAAAAAAAAAAAAAA/' in html
+    assert "?a&amp;b" in waiting and rows.startswith("<tr>")
