@@ -297,3 +297,28 @@ def test_an_unknown_or_malformed_id_or_action_is_404(manager_client: Client, lat
         )
     assert manager_client.get(confirm_url(flow.id, "delete")).status_code == 404
     assert manager_client.post(action_url(flow.id, "delete"), {"confirm": "yes"}).status_code == 404
+
+
+def test_the_reads_are_by_key_in_a_fixed_number_of_statements(
+    later_db: str, tmp_path: Path
+) -> None:
+    from django.db import connections
+    from django.test.utils import CaptureQueriesContext
+
+    flow, _ = shipment(tmp_path / "lines")
+    for n in range(3):
+        one_step(f"flow {n}")
+    with CaptureQueriesContext(connections[later_db]) as page_reads:
+        page = workflow_lists.workflow_page(later_db, "default")
+    # The row keys walked backwards, the rows by key, ONE walk of every count.
+    assert len(page_reads.captured_queries) == 3
+    assert len(page.lines) == 4 and page.lines[-1].workflow.counts == {
+        "waiting": 1,
+        "enqueued": 2,
+        "success": 1,
+    }
+    with CaptureQueriesContext(connections[later_db]) as detail_reads:
+        detail = workflow_detail.read_detail(later_db, "default", flow.id)
+    # The row, its counts, its jobs range, their records.
+    assert len(detail_reads.captured_queries) == 4
+    assert detail is not None and len(detail.drawn) == 4
