@@ -94,6 +94,7 @@ def run(db: str, rows: int, nodes: int, small: int, renders: int) -> list[dict]:
 
     from bench.bench_project.tasks import noop
     from bench.dashboard import timed_renders
+    from later_django.engine import metrics
     from later_django.workflow import Workflow
 
     seconds = seed(rows)
@@ -103,6 +104,7 @@ def run(db: str, rows: int, nodes: int, small: int, renders: int) -> list[dict]:
         flow.add("only", noop)
         flow.enqueue()
     workflow_id = big_workflow(nodes)
+    metrics.flush()  # now, not at exit, when the database is gone
     seconds += time.perf_counter() - started
     print(
         json.dumps(

@@ -13,20 +13,22 @@ listed in a table; beyond :data:`READ` the page says how many it did not read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from later_django.admin.job_tree import ID_TAIL
 from later_django.admin.units import human_duration, when
 from later_django.admin.workflow_graph import GraphNode, short_task
 from later_django.core import stages
 from later_django.core.clock import now_ms
-from later_django.core.keys import workflow_jobs_key
-from later_django.core.records import JobRecord
+from later_django.core.keys import job_key, workflow_jobs_key
+from later_django.core.records import decode_fields
 from later_django.engine import workflows
-from later_django.engine.record_reads import read_records
-from later_django.engine.workflow_retry import parents_of
 from later_django.engine.workflows import WorkflowState
+from later_django.exceptions import RecordDecodeError
 from later_django.overview.figures import STAGES
+from later_django.storage.ports.kv import KeyValuePort
 from later_django.storage.stores import stores_for
 from later_django.storage.types import RangeOrder
 
@@ -87,23 +89,57 @@ class WorkflowDetail:
         return human_duration(self.last_finish_ms - self.row.created_at_ms)
 
 
-def waiting_text(record: JobRecord, stage_of: dict[str, JobRecord]) -> str:
+@dataclass(frozen=True)
+class _Job:
+    """What the page shows of a job: a few fields of its record."""
+
+    task_path: str
+    stage: str
+    #: The jobs it waits for: a fan-in child's parents, a continuation's one.
+    parents: tuple[str, ...]
+    finished_at_ms: int | None
+
+
+_FIELDS_READ = ("task_path", "stage", "parent_job_id", "parent_job_ids", "finished_at_ms")
+
+
+def _read_jobs(kv: KeyValuePort, namespace: str, ids: Sequence[str]) -> dict[str, _Job]:
+    """The jobs ``ids`` that have a readable record, by id, in one statement; only the
+    fields the page shows are decoded (a record that cannot be decoded is left out,
+    and its job shown as gone: its own page says why)."""
+    keys = {job_key(namespace, job_id): job_id for job_id in ids}
+    jobs = {}
+    for key, data in kv.get_many(list(keys)).items():
+        try:
+            fields = decode_fields(data, _FIELDS_READ)
+        except RecordDecodeError:
+            continue
+        parent, parents = fields["parent_job_id"], fields["parent_job_ids"]
+        jobs[keys[key]] = _Job(
+            str(fields["task_path"] or ""),
+            str(fields["stage"] or ""),
+            tuple(parents) if parents else ((parent,) if parent else ()),
+            fields["finished_at_ms"],
+        )
+    return jobs
+
+
+def waiting_text(job: _Job, jobs: dict[str, _Job]) -> str:
     """What a waiting job waits on: ``2 of 3 parents: reserve_stock#b, #c`` (the
     parents not finished, each named by the end of its id, its task's short name
     given once for a run of parents of the same task; a parent not read is
     ``?#<tail>``)."""
-    parents = list(dict.fromkeys(parents_of(record)))
+    parents = list(dict.fromkeys(job.parents))
     unfinished = [
         parent
         for parent in parents
-        if parent not in stage_of or stage_of[parent].stage not in stages.FINISHED
+        if parent not in jobs or jobs[parent].stage not in stages.FINISHED
     ]
     names = []
     previous = None
     for parent in unfinished[:PARENTS_NAMED]:
-        parent_record = stage_of.get(parent)
-        task = short_task(parent_record.task_path) if parent_record is not None else "?"
-        tail = parent[-8:]
+        task = short_task(jobs[parent].task_path) if parent in jobs else "?"
+        tail = parent[-ID_TAIL:]
         names.append(f"#{tail}" if task == previous else f"{task}#{tail}")
         previous = task
     more = len(unfinished) - len(names)
@@ -123,25 +159,29 @@ def read_detail(using: str, namespace: str, workflow_id: str) -> WorkflowDetail 
     page = stores.kv.range_page(jobs_key, None, READ, RangeOrder.OLDEST_FIRST)
     ids = [item.value.decode() for item in page.items]
     members = len(ids) if page.next_cursor is None else stores.kv.range_count(jobs_key)
-    records = read_records(stores.kv, namespace, ids)
-    waiting = [record for record in records.values() if record.stage == stages.WAITING]
-    unread = {p for record in waiting for p in parents_of(record) if p not in records}
-    parents = dict(records)
+    jobs = _read_jobs(stores.kv, namespace, ids)
+    unread = {
+        parent
+        for job in jobs.values()
+        if job.stage == stages.WAITING
+        for parent in job.parents
+        if parent not in jobs
+    }
     if unread:
-        parents.update(read_records(stores.kv, namespace, sorted(unread)[:READ]))
-    nodes = [_node(job_id, records.get(job_id), parents) for job_id in ids]
+        jobs.update(_read_jobs(stores.kv, namespace, sorted(unread)[:READ]))
+    nodes = [_node(job_id, jobs.get(job_id), jobs) for job_id in ids]
     detail = WorkflowDetail(
         workflow, nodes[:DRAWN], nodes[DRAWN:], members - len(ids), members, now_ms()
     )
     detail.waiting = [node for node in detail.drawn if node.waiting_on]
     if workflow.state != "running":
-        finishes = [r.finished_at_ms for r in records.values() if r.finished_at_ms is not None]
-        detail.last_finish_ms = max(finishes, default=None)
+        finishes = [jobs[i].finished_at_ms for i in ids if i in jobs]
+        detail.last_finish_ms = max((at for at in finishes if at is not None), default=None)
     return detail
 
 
-def _node(job_id: str, record: JobRecord | None, parents: dict[str, JobRecord]) -> GraphNode:
-    if record is None:
+def _node(job_id: str, job: _Job | None, jobs: dict[str, _Job]) -> GraphNode:
+    if job is None:
         return GraphNode(job_id, "", GONE)
-    waiting_on = waiting_text(record, parents) if record.stage == stages.WAITING else ""
-    return GraphNode(job_id, record.task_path, record.stage, tuple(parents_of(record)), waiting_on)
+    waiting_on = waiting_text(job, jobs) if job.stage == stages.WAITING else ""
+    return GraphNode(job_id, job.task_path, job.stage, job.parents, waiting_on)
