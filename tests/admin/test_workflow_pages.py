@@ -233,10 +233,12 @@ def test_the_pages_are_for_staff_only(later_db: str) -> None:
 
 
 def test_the_actions_are_post_only_need_the_permission_and_the_confirmation(
-    manager_client: Client, viewer_client: Client, later_db: str
+    manager_client: Client, viewer_client: Client, csrf_manager_client: Client, later_db: str
 ) -> None:
     flow = one_step("x")
     (job_id,) = _jobs(later_db, flow.id)
+    forged = csrf_manager_client.post(action_url(flow.id, "cancel"), {"confirm": "yes"})
+    assert forged.status_code == 403 and b"CSRF" in forged.content
     assert manager_client.get(action_url(flow.id, "cancel")).status_code == 405
     assert viewer_client.post(action_url(flow.id, "cancel"), {"confirm": "yes"}).status_code == 403
     assert viewer_client.get(confirm_url(flow.id, "cancel")).status_code == 403
