@@ -22,6 +22,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
 from later_django import inputs
+from later_django.admin import workflow_detail as detail_reads
 from later_django.admin import workflow_lists
 from later_django.admin.pages import (
     CONFIRM_FIELD,
@@ -30,7 +31,7 @@ from later_django.admin.pages import (
     render_page,
     require_manage,
 )
-from later_django.admin.workflow_detail import DRAWN, READ, WorkflowDetail, read_detail
+from later_django.admin.workflow_detail import WorkflowDetail, read_detail
 from later_django.admin.workflow_graph import MOST_EDGES, graph_svg
 from later_django.admin.workflow_lists import STATES, check_state, workflow_page
 from later_django.admin.workflow_rows import left_out_rows, waiting_items
@@ -134,8 +135,8 @@ def workflow_detail(request: HttpRequest, workflow_id: str) -> TemplateResponse:
         waiting_items=mark_safe(waiting_items(detail.waiting, href)),
         left_out_rows=mark_safe(left_out_rows(detail.listed, href)),
         edges_left_out=drawing.edges_left_out,
-        drawn_most=DRAWN,
-        read_most=f"{READ:,}",
+        drawn_most=detail_reads.DRAWN,
+        read_most=f"{detail_reads.READ:,}",
         most_edges=f"{MOST_EDGES:,}",
     )
 
