@@ -39,6 +39,7 @@ SLOW = (
     "tests/browser/test_operator_walk.py",
     "tests/browser/test_operator_clicks.py",
     "tests/browser/test_job_page_style.py",
+    "tests/browser/test_workflow_pages.py",
     "tests/worker/test_timeout_workers.py",
     "tests/test_quickstart.py",
     "tests/test_example_project.py",

@@ -56,6 +56,7 @@ PAGES: tuple[tuple[str, str, str], ...] = (
     ("workers", "Workers", "later_django:worker_list"),
     ("tasks", "Tasks", "later_django:task_list"),
     ("recurring", "Recurring", "later_django:recurring_list"),
+    ("workflows", "Workflows", "later_django:workflow_list"),
 )
 
 

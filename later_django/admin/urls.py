@@ -24,6 +24,7 @@ from later_django.admin import (
     recurring,
     tasks,
     workers,
+    workflow_views,
 )
 
 app_name = "later_django"
@@ -60,4 +61,20 @@ urlpatterns = [
     path("tasks/", _staff(tasks.task_list), name="task_list"),
     path("tasks/<path:task_path>/", _staff(tasks.task_detail), name="task_detail"),
     path("failures/", _staff(tasks.failure_list), name="failure_list"),
+    path("workflows/", _staff(workflow_views.workflow_list), name="workflow_list"),
+    path(
+        "workflows/<str:workflow_id>/",
+        _staff(workflow_views.workflow_detail),
+        name="workflow_detail",
+    ),
+    path(
+        "workflows/<str:workflow_id>/<str:action>/",
+        _staff(workflow_views.workflow_action),
+        name="workflow_action",
+    ),
+    path(
+        "workflows/<str:workflow_id>/<str:action>/confirm/",
+        _staff(workflow_views.workflow_confirm),
+        name="workflow_confirm",
+    ),
 ]

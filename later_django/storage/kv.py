@@ -357,6 +357,16 @@ class KeyValueStore:
         rows = self._driver.fetch_all(self._q.key_scan, params)
         return [key for (key,) in rows]
 
+    def key_scan_reverse(self, start: str, stop: str, limit: int) -> list[str]:
+        """Up to ``limit`` live keys ``k`` with ``start <= k < stop``, largest first:
+        :meth:`key_scan`'s walk of the primary key, backwards (a newest-first page of
+        keys that embed a ULID or a zero-padded time)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        params = {"start": start, "stop": stop, "now": now_ms(), "limit": limit}
+        rows = self._driver.fetch_all(self._q.key_scan_reverse, params)
+        return [key for (key,) in rows]
+
     def counter_scan(self, start: str, stop: str, limit: int) -> list[tuple[str, int]]:
         """Up to ``limit`` live counter rows ``(key, counter_value)`` with ``start <= key
         < stop``, in byte order (rows without a counter are left out): one walk of the

@@ -40,6 +40,7 @@ PAGES = {
     ("later_django:recurring_list", ()): {"later-recurring-page"},
     ("later_django:task_list", ()): {"later-task-page"},
     ("later_django:failure_list", ()): {"later-failure-page"},
+    ("later_django:workflow_list", ()): {"later-workflow-page"},
 }
 #: Elements without an end tag: never open, so never on the stack of open elements.
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}

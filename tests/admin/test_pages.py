@@ -90,6 +90,7 @@ def test_the_admin_index_links_every_operator_page_once_above_the_stages(
         (reverse("later_django:worker_list"), "Workers"),
         (reverse("later_django:task_list"), "Tasks"),
         (reverse("later_django:recurring_list"), "Recurring"),
+        (reverse("later_django:workflow_list"), "Workflows"),
     ]
 
 
@@ -208,6 +209,7 @@ def test_non_staff_users_are_sent_to_the_login_page(later_db: str) -> None:
         ("workers", "later_django:worker_list"),
         ("tasks", "later_django:task_list"),
         ("recurring", "later_django:recurring_list"),
+        ("workflows", "later_django:workflow_list"),
     ],
 )
 def test_every_operator_page_links_the_same_pages_as_the_admin_index_and_marks_itself(

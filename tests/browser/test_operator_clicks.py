@@ -68,6 +68,7 @@ def test_a_failures_retry_is_three_clicks_from_the_login_landing_page(page, fail
         "Workers",
         "Tasks",
         "Recurring",
+        "Workflows",
     ]
 
     # One failed job: Failures, the group's newest job, Retry.

@@ -299,6 +299,32 @@ def test_read_ranges_decrementing_reads_empties_and_counts_down_the_marked_membe
         assert store.read_ranges_decrementing(["p1-next"], b"&", "c-", "-pending") == ({}, {})
 
 
+def test_key_scan_reverse_walks_the_live_keys_between_two_bounds_largest_first(
+    db_alias: str,
+) -> None:
+    store = stores_for(db_alias).kv
+    store.apply(
+        [
+            Set("k-a", b"1"),
+            Set("k-c", b"3"),
+            Set("k-b", b"2"),
+            Increment("k-counter"),
+            Set("k-old", b"x"),
+            Expire("k-old", 60),
+            Set("k.beyond", b"9"),
+            Set("j-before", b"0"),
+        ]
+    )
+    expire_value_now(db_alias, "k-old")
+    assert store.key_scan_reverse("k-", "k.", 10) == ["k-counter", "k-c", "k-b", "k-a"]
+    assert store.key_scan_reverse("k-", "k.", 2) == ["k-counter", "k-c"]
+    # The next page stops below the last key read (``stop`` is exclusive).
+    assert store.key_scan_reverse("k-", "k-c", 10) == ["k-b", "k-a"]
+    assert store.key_scan_reverse("k-", "k.", 10) == list(reversed(store.key_scan("k-", "k.", 10)))
+    with pytest.raises(ValueError, match="positive integer"):
+        store.key_scan_reverse("k-", "k.", 0)
+
+
 def test_get_many_unswept_also_returns_expired_values_until_they_are_deleted(
     db_alias: str,
 ) -> None:

@@ -65,6 +65,11 @@ class KeyValuePort(Protocol):
     def key_scan(self, start: str, stop: str, limit: int) -> list[str]:
         """Up to ``limit`` live keys ``k`` with ``start <= k < stop``, in byte order."""
 
+    def key_scan_reverse(self, start: str, stop: str, limit: int) -> list[str]:
+        """:meth:`key_scan` from the other end: up to ``limit`` live keys ``k`` with
+        ``start <= k < stop``, in descending byte order (the largest first), one walk
+        of the primary key backwards."""
+
     def counter_scan(self, start: str, stop: str, limit: int) -> list[tuple[str, int]]:
         """Up to ``limit`` live counter rows ``(key, counter_value)`` with ``start <= key
         < stop``, in byte order: one walk of the primary key."""

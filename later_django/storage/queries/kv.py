@@ -153,6 +153,11 @@ class KvQueries:
         + LIVE
         + " ORDER BY key LIMIT %(limit)s"
     )
+    key_scan_reverse = (
+        "SELECT key FROM later_storage WHERE key >= %(start)s AND key < %(stop)s AND "
+        + LIVE
+        + " ORDER BY key DESC LIMIT %(limit)s"
+    )
     counter_scan = (
         "SELECT key, counter_value FROM later_storage WHERE key >= %(start)s AND "
         "key < %(stop)s AND counter_value IS NOT NULL AND " + LIVE + " ORDER BY key LIMIT %(limit)s"
