@@ -57,12 +57,17 @@ class WorkflowLine:
         return [(stage, counts[stage]) for stage in STAGES if counts.get(stage)]
 
     @property
-    def running_for(self) -> str:
-        """How long a running workflow has been running (since its enqueue); empty for
-        one at rest (its page shows created → last finish, read from its jobs)."""
-        if self.workflow.state != "running":
+    def duration(self) -> str:
+        """How long it has run: a running workflow since its enqueue (``running for``);
+        one at rest until the ``workflows`` pass settled it (``finished_at_ms``, at
+        most one pass interval after its last finish); empty for one at rest the
+        pass has not seen yet (its page reads the last finish from its jobs)."""
+        row = self.workflow.row
+        if self.workflow.state == "running":
+            return "running for " + human_duration(self.read_at_ms - row.created_at_ms)
+        if row.finished_at_ms is None:
             return ""
-        return human_duration(self.read_at_ms - self.workflow.row.created_at_ms)
+        return human_duration(row.finished_at_ms - row.created_at_ms)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,10 @@ from django.test import Client
 from django.urls import reverse
 
 from later_django.admin import workflow_detail, workflow_lists
+from later_django.core.clock import now_ms
 from later_django.core.records import new_job_id
+from later_django.engine import workflow_rest
+from later_django.storage.stores import stores_for
 from later_django.workflow import Workflow, get_workflow
 from tests.admin.test_actions import record_of
 from tests.engine import tasks
@@ -102,9 +105,13 @@ def test_the_list_shows_each_workflow_with_its_counts_and_state(
     first, second = content.split('<tr class="later-workflow ')[1:]
     assert "failed" in second and "success 1 · failed 2" in second
     assert "running" in first and "waiting 1 · enqueued 2 · success 1" in first
-    # The running line shows how long it has been running; the one at rest does not.
-    assert re.search(r'<td class="num">\d', first)
+    # The running line shows how long it has been running; the one at rest, not yet
+    # settled by the workflows pass, shows nothing; once settled, its duration.
+    assert re.search(r'<td class="num">running for \d', first)
     assert '<td class="num">\N{EN DASH}</td>' in second
+    workflow_rest.settle(stores_for(later_db), "default", now_ms(), 60_000, 10)
+    settled = manager_client.get(LIST).content.decode().split('<tr class="later-workflow ')[2]
+    assert re.search(r'<td class="num">\d+ (ms|s)</td>', settled)
 
 
 def test_the_state_filter_keeps_the_workflows_in_that_state(
