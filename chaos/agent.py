@@ -120,7 +120,16 @@ def _fan_in(options: argparse.Namespace) -> None:
     ]:
         append_line(options.ids, {"job": job_id})
     callbacks = {rule: job.id for rule, job in members.callbacks.items()}
-    print(json.dumps({**{on: child.id for on, child in children.items()}, **callbacks}))
+    named = {on: child.id for on, child in children.items()}
+    print(json.dumps({**named, **callbacks, "batch": members.id}))
+
+
+def _workflow(options: argparse.Namespace) -> None:
+    """Prints the workflow's counts by stage and its state (``get_workflow``)."""
+    from later_django.workflow import get_workflow
+
+    state = get_workflow(options.id)
+    print(json.dumps(None if state is None else {"counts": state.counts, "state": state.state}))
 
 
 def _record_view(job_id: str) -> dict[str, Any]:
@@ -181,13 +190,21 @@ def main(argv: list[str]) -> None:
     fan_in.add_argument("--parents", type=int, required=True)
     fan_in.add_argument("--task-seconds", type=float, default=0.0)
     fan_in.add_argument("--batch-lines", required=True)
+    workflow = commands.add_parser("workflow")
+    workflow.add_argument("--id", required=True)
     results = commands.add_parser("results")
     results.add_argument("--out", required=True)
     results.add_argument("--ids", nargs="*", default=[])
     results.add_argument("--records", nargs="*", default=[])
     options = parser.parse_args(argv)
     django.setup()
-    commands_run = {"enqueue": _enqueue, "poison": _poison, "fan_in": _fan_in, "results": _results}
+    commands_run = {
+        "enqueue": _enqueue,
+        "poison": _poison,
+        "fan_in": _fan_in,
+        "workflow": _workflow,
+        "results": _results,
+    }
     commands_run[options.command](options)
 
 

@@ -13,7 +13,8 @@ parents), and for each child: made ready exactly once (its record left ``waiting
 once), a completed run (a second run only where a kill explains it: the common
 check), and its first start after the last parent's first completed run; each batch
 callback's job made ready exactly once and its callback called once, with every
-member counted as succeeded.
+member counted as succeeded; and the batch's counts by stage (``get_workflow``) exactly
+its jobs, all succeeded.
 """
 
 from __future__ import annotations
@@ -57,6 +58,19 @@ def fan_in(run: Run) -> None:
     parent_ids = list(committed_ids([ids]))[:parents]
     _check_children(run, children, view, parent_ids)
     _check_callbacks(run, callbacks, view, read_lines(lines), parents)
+    _check_batch_counts(run, jobs["batch"], parents + len(callbacks))
+
+
+def _check_batch_counts(run: Run, batch_id: str, jobs: int) -> None:
+    """The batch's counts by stage, kept by the transactions that moved its jobs
+    through every kill, say each of its jobs (members and callbacks) succeeded once."""
+    printed = run.agent("workflow", "--id", batch_id)
+    workflow = json.loads(printed.strip().splitlines()[-1])
+    run.result.figure("batch counts", workflow and workflow["counts"])
+    run.result.check(
+        workflow is not None and workflow["counts"] == {"success": jobs},
+        f"the batch's counts by stage are exactly {jobs} succeeded",
+    )
 
 
 def _check_children(run: Run, children: dict[str, str], view: dict, parents: list[str]) -> None:
