@@ -161,3 +161,18 @@ def confirmed(values: Sequence[str]) -> bool:
     """Whether a confirmation was given: exactly one value, ``yes``. Anything else
     (absent, another value, given twice) is not a confirmation."""
     return list(values) == ["yes"]
+
+
+# Command parsers (helper-14)
+
+
+def local_moment(field: str, value: str) -> datetime:
+    """:func:`moment`'s rule, but a time without an offset is read in the current
+    time zone (``TIME_ZONE``), as ``later_jobs --since`` and the ``later_django.api``
+    bulk actions read a naive time; an aware datetime either way."""
+    from django.utils import timezone  # here: the block stays one contiguous piece
+
+    parsed = moment(field, value)
+    if parse_datetime(value).tzinfo is None:
+        return timezone.make_aware(parsed.replace(tzinfo=None))
+    return parsed
