@@ -10,7 +10,8 @@ and writes nothing. Each batch of ``--batch-size`` jobs is its own transaction
 :func:`later_django.api.delete_jobs`),
 so a run over a million failed jobs holds no long transaction and can be
 stopped and started again. Exit status 0 also when jobs were refused (the
-refusals are printed); 1 for an invalid option.
+refusals are printed); 2 for a value an option does not take (an empty one
+included: leave a filter out for "any"), 1 for a stage the action does not take.
 """
 
 from __future__ import annotations
