@@ -49,6 +49,9 @@ HAND_BACK_SECONDS = 2.0
 #: invalid_sql_statement_name): what a worker's prepared statements meet behind a
 #: pooler in transaction mode.
 MISSING_PREPARED_STATEMENT = "26000"
+#: SQLSTATE of "prepared statement … already exists": its twin behind such a pooler
+#: (another client's statement of the same name on the server connection).
+DUPLICATE_PREPARED_STATEMENT = "42P05"
 MISSING_PREPARED_STATEMENT_HINT = (
     "; a prepared statement is missing on the server: is this worker behind PgBouncer "
     "in transaction pooling? Give workers session pooling or a direct connection, or "
@@ -85,6 +88,9 @@ class Backoff:
         self.failing_since = None
 
 
+#: The ``ProgrammingError``s a pooler in transaction mode causes, which a new
+#: connection may cure: retried like a database that is away.
+POOLER_STATES = frozenset({MISSING_PREPARED_STATEMENT, DUPLICATE_PREPARED_STATEMENT})
 #: What a statement of the worker may raise: Django's database errors, and the
 #: ``OverflowError`` sqlite3 raises, unwrapped, for an integer past 64 bits.
 STATEMENT_ERRORS = (DatabaseError, OverflowError)
@@ -105,17 +111,18 @@ class NotTransient(Exception):
 def is_transient(error: BaseException) -> bool:
     """Whether retrying may cure ``error``: yes for a database that is away, busy or
     in conflict with another writer (``OperationalError``, ``InterfaceError``,
-    ``IntegrityError``, ``InternalError``), and for a prepared statement missing
-    behind a pooler (a new connection prepares it again). No for a value the database
-    refuses (``DataError``: out of range, invalid; sqlite3's ``OverflowError``) and a
-    statement it cannot run (``ProgrammingError``: a missing table or column, a missing
-    privilege): the same statement meets the same error every time, so a setting or
-    an option is wrong and the operator must be told, not a log filled for ever."""
+    ``IntegrityError``, ``InternalError``, ``NotSupportedError``), and for a prepared
+    statement missing, or already there, behind a pooler (:data:`POOLER_STATES`).
+    No for a value the database refuses (``DataError``: out of range, invalid;
+    sqlite3's ``OverflowError``) and a statement it cannot run (``ProgrammingError``:
+    a missing table or column, a missing privilege): the same statement meets the
+    same error every time, so a setting or an option is wrong and the operator must
+    be told, not a log filled for ever."""
     if isinstance(error, OverflowError | DataError):
         return False
     if isinstance(error, ProgrammingError):
         cause = error.__cause__ if error.__cause__ is not None else error
-        return getattr(cause, "sqlstate", None) == MISSING_PREPARED_STATEMENT
+        return getattr(cause, "sqlstate", None) in POOLER_STATES
     return True
 
 

@@ -99,3 +99,13 @@ def test_a_lost_connection_and_a_held_lock_are_transient(db_alias: str) -> None:
             locker.execute("ROLLBACK")
             locker.close()
     assert is_transient(error), repr(error)
+
+
+def test_a_prepared_statement_missing_or_doubled_on_postgresql_is_transient(
+    postgres_alias: str,
+) -> None:
+    """What a pooler in transaction mode does to a worker's prepared statements (a new
+    connection may cure it): retried, as before."""
+    assert is_transient(raised(postgres_alias, "DEALLOCATE later_no_such_statement", []))
+    doubled = "PREPARE later_twice AS SELECT 1; PREPARE later_twice AS SELECT 1"
+    assert is_transient(raised(postgres_alias, doubled, []))
