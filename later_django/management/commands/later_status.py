@@ -238,7 +238,7 @@ class Command(BaseCommand):
                 f"--min-workers {options['min_workers']!r} is not between 0 and {MAX_WORKERS:,}"
             )
         using, namespace = resolve_target(options["database"], options["namespace"])
-        if using not in connections:
+        if using not in connections.settings:
             raise CommandError(
                 f"--database {using!r} is not a database of DATABASES "
                 f"(known: {', '.join(sorted(connections.settings))})"

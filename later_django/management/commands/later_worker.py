@@ -9,6 +9,10 @@ is ready), ``--max-jobs N`` (per process), ``--shutdown-timeout S``,
 
 A process whose job ran past its timeout drains and exits with ``EXIT_REPLACE``
 (3): a supervisor starts another at once, and a single process starts itself again.
+A database error that retrying cannot cure (a value the database refuses) stops it
+with ``EXIT_NOT_TRANSIENT`` (4). Each option's range is in its ``--help``
+(:mod:`later_django.management.options`); a value outside it exits 2, naming the
+option, the value and the rule.
 """
 
 from __future__ import annotations
