@@ -216,3 +216,18 @@ def filter_value(field: str, value: str, *, max_length: int = NAME_LENGTH) -> st
     """A dashboard list filter: :func:`text` of at most ``max_length`` characters, empty
     allowed (an empty filter means no filter), surrounding blanks dropped."""
     return text(field, value, max_length=max_length, empty=True).strip()
+
+
+# Command parsers (helper-14)
+
+
+def local_moment(field: str, value: str) -> datetime:
+    """:func:`moment`'s rule, but a time without an offset is read in the current
+    time zone (``TIME_ZONE``), as ``later_jobs --since`` and the ``later_django.api``
+    bulk actions read a naive time; an aware datetime either way."""
+    from django.utils import timezone  # here: the block stays one contiguous piece
+
+    parsed = moment(field, value)
+    if parse_datetime(value).tzinfo is None:
+        return timezone.make_aware(parsed.replace(tzinfo=None))
+    return parsed

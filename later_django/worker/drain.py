@@ -24,7 +24,7 @@ from django.db import Error as DatabaseError
 from later_django.worker.handback import HandBack
 from later_django.worker.jobs import RunningJobs
 from later_django.worker.loop import JobLoop
-from later_django.worker.process import Backoff, ProcessControl
+from later_django.worker.process import STATEMENT_ERRORS, Backoff, ProcessControl
 
 logger = logging.getLogger("later_django.worker")
 
@@ -46,7 +46,7 @@ def drain(process: ProcessControl, jobs: RunningJobs, loop: JobLoop, hand_back: 
             loop.cancels.poll()
             loop.deadlines.check()
             loop.finish_completed()
-        except DatabaseError as error:
+        except STATEMENT_ERRORS as error:
             process.database_trouble(error, backoff)
             continue
         backoff.reset()

@@ -37,7 +37,7 @@ from later_django.worker.heads import CLAIM_BATCH, HeadClaims
 from later_django.worker.jobs import RunningJobs
 from later_django.worker.limited_claims import LimitedClaims
 from later_django.worker.options import WorkerContext
-from later_django.worker.process import Backoff, ProcessControl
+from later_django.worker.process import STATEMENT_ERRORS, Backoff, ProcessControl
 from later_django.worker.scheduler import Scheduler
 from later_django.worker.session import SessionSetup
 from later_django.worker.start_writes import StartWrites
@@ -96,7 +96,7 @@ class JobLoop:
                 if self._turn():
                     return
                 backoff.reset()
-            except DatabaseError as error:
+            except STATEMENT_ERRORS as error:
                 self.process.database_trouble(error, backoff)
 
     def _turn(self) -> bool:

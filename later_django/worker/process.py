@@ -10,7 +10,9 @@ a main thread stuck in a statement). A third signal exits at once. A supervised
 child whose supervisor is gone (its parent pid changed) stops as at a first
 signal, with at most ORPHAN_SHUTDOWN_SECONDS of grace. A database error is
 logged, the connection closed, and the action retried after a jittered
-exponential back-off (0.1 s doubling to 5 s) that a stop signal cuts short.
+exponential back-off (0.1 s doubling to 5 s) that a stop signal cuts short; unless
+retrying cannot cure it (:func:`is_transient`): then :class:`NotTransient` stops
+the worker, which exits with :data:`EXIT_NOT_TRANSIENT`.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
+from django.db import DataError, ProgrammingError, connections
 from django.db import Error as DatabaseError
-from django.db import connections
 
 from later_django.worker.bell import Bell
 from later_django.worker.health_file import HealthFile, child_path
@@ -47,6 +49,9 @@ HAND_BACK_SECONDS = 2.0
 #: invalid_sql_statement_name): what a worker's prepared statements meet behind a
 #: pooler in transaction mode.
 MISSING_PREPARED_STATEMENT = "26000"
+#: SQLSTATE of "prepared statement … already exists": its twin behind such a pooler
+#: (another client's statement of the same name on the server connection).
+DUPLICATE_PREPARED_STATEMENT = "42P05"
 MISSING_PREPARED_STATEMENT_HINT = (
     "; a prepared statement is missing on the server: is this worker behind PgBouncer "
     "in transaction pooling? Give workers session pooling or a direct connection, or "
@@ -81,6 +86,44 @@ class Backoff:
             )
         self.failures = 0
         self.failing_since = None
+
+
+#: The ``ProgrammingError``s a pooler in transaction mode causes, which a new
+#: connection may cure: retried like a database that is away.
+POOLER_STATES = frozenset({MISSING_PREPARED_STATEMENT, DUPLICATE_PREPARED_STATEMENT})
+#: What a statement of the worker may raise: Django's database errors, and the
+#: ``OverflowError`` sqlite3 raises, unwrapped, for an integer past 64 bits.
+STATEMENT_ERRORS = (DatabaseError, OverflowError)
+#: The exit status of a worker stopped by an error that retrying cannot cure.
+EXIT_NOT_TRANSIENT = 4
+
+
+class NotTransient(Exception):
+    """A database error that retrying cannot cure (:func:`is_transient`): the worker
+    stops claiming, lets its running jobs finish, and exits with
+    :data:`EXIT_NOT_TRANSIENT`."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        super().__init__(f"{type(error).__name__}: {error}")
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether retrying may cure ``error``: yes for a database that is away, busy or
+    in conflict with another writer (``OperationalError``, ``InterfaceError``,
+    ``IntegrityError``, ``InternalError``, ``NotSupportedError``), and for a prepared
+    statement missing, or already there, behind a pooler (:data:`POOLER_STATES`).
+    No for a value the database refuses (``DataError``: out of range, invalid;
+    sqlite3's ``OverflowError``) and a statement it cannot run (``ProgrammingError``:
+    a missing table or column, a missing privilege): the same statement meets the
+    same error every time, so a setting or an option is wrong and the operator must
+    be told, not a log filled for ever."""
+    if isinstance(error, OverflowError | DataError):
+        return False
+    if isinstance(error, ProgrammingError):
+        cause = error.__cause__ if error.__cause__ is not None else error
+        return getattr(cause, "sqlstate", None) in POOLER_STATES
+    return True
 
 
 #: The exit status of a process that asks to be replaced: a job ran past its timeout
@@ -210,14 +253,15 @@ class ProcessControl:
 
     def with_retries(self, action: Callable[[], object]) -> None:
         """Runs ``action`` until it raises no database error; once stopping, gives up
-        (re-raises) after the fourth failure in a row."""
+        (re-raises) after the fourth failure in a row. :class:`NotTransient` for an
+        error that retrying cannot cure."""
         backoff = Backoff()
         while True:
             try:
                 action()
                 backoff.reset()
                 return
-            except DatabaseError as error:
+            except STATEMENT_ERRORS as error:
                 if self.exiting.is_set():
                     raise
                 self.database_trouble(error, backoff)
@@ -226,7 +270,12 @@ class ProcessControl:
 
     def database_trouble(self, error: Exception, backoff: Backoff) -> None:
         """Logs ``error``, closes the connection, and waits the next back-off delay
-        (cut short by a stop signal)."""
+        (cut short by a stop signal); raises :class:`NotTransient` instead, ringing
+        ``stopping``, when retrying cannot cure ``error``."""
+        if not is_transient(error):
+            self.stopping.ring()
+            self.wake.ring()
+            raise NotTransient(error) from error
         delay = backoff.next()
         self.telemetry.database_error()
         logger.warning(

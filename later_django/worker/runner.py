@@ -14,11 +14,13 @@
 
 Faults: a job's exception is its own failure; a database error (server
 restarted, SQLite busy past its timeout) is logged and retried with back-off,
-keeping what completed until it can be written; the first SIGTERM/SIGINT stops
-claiming and lets running jobs finish (up to the shutdown timeout, after which
-their messages and leases are handed back), the second exits at once, handing
-the running jobs back as lost (``WorkerLost``) so they are retried without
-waiting for their leases (:func:`~later_django.worker.drain.exit_at_once`).
+keeping what completed until it can be written; one that retrying cannot cure (a value
+the database refuses, a statement it cannot run) stops the worker once its running
+jobs have finished, with :data:`~later_django.worker.process.EXIT_NOT_TRANSIENT`;
+the first SIGTERM/SIGINT stops claiming and lets running jobs finish (up to the
+shutdown timeout, after which their messages and leases are handed back), the
+second exits at once, handing the running jobs back as lost (``WorkerLost``) so
+they are retried without waiting for their leases (:func:`~later_django.worker.drain.exit_at_once`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,12 @@ from later_django.worker.jobs import RunningJobs
 from later_django.worker.limited_claims import LimitedClaims
 from later_django.worker.loop import JobLoop
 from later_django.worker.options import WorkerContext, WorkerOptions
-from later_django.worker.process import EXIT_REPLACE, ProcessControl
+from later_django.worker.process import (
+    EXIT_NOT_TRANSIENT,
+    EXIT_REPLACE,
+    NotTransient,
+    ProcessControl,
+)
 from later_django.worker.scheduler import Scheduler
 from later_django.worker.telemetry import NO_TELEMETRY, Telemetry
 from later_django.worker.wakeup import NotificationListener, start_wakeup
@@ -99,7 +106,24 @@ class Worker:
 
     def run(self) -> int:
         """Starts up (recurring schedules, worker row, topics, partitions; each retried
-        through database errors), loops, drains, and cleans up whatever happened."""
+        through database errors), loops, drains, and cleans up whatever happened.
+        Returns :data:`EXIT_NOT_TRANSIENT`, having logged why, when a database error
+        that retrying cannot cure stopped it (see :func:`worker.process.is_transient`)."""
+        try:
+            return self._run()
+        except NotTransient as stopped:
+            self.process.stop_threads.set()
+            logger.error(
+                "worker %s stopped: %s; retrying cannot cure this error (a value the "
+                "database refuses, or a statement it cannot run): check the worker's "
+                "options and LATER settings, then start it again (exit status %d)",
+                self.context.worker_id,
+                stopped,
+                EXIT_NOT_TRANSIENT,
+            )
+            return EXIT_NOT_TRANSIENT
+
+    def _run(self) -> int:
         context, process = self.context, self.process
         logger.info(
             "worker %s: namespace %r, queues %s, concurrency %d",
@@ -115,27 +139,32 @@ class Worker:
             context.driver, context.namespace, process.wake, process.stop_threads
         )
         heartbeat = self._heartbeat()
-        process.with_retries(heartbeat.beat)
-        process.with_retries(lambda: register_configured_topics(context.stores, context.settings))
-        process.with_retries(self.heads.refresh)
-        heartbeat.start()
-        loop = JobLoop(
-            context,
-            process=process,
-            jobs=self.jobs,
-            heads=self.heads,
-            scheduler=self.scheduler,
-            hand_back=self.hand_back,
-            watch=watch,
-            limited=self.limited,
-        )
         try:
-            loop.run()
+            process.with_retries(heartbeat.beat)
+            process.with_retries(
+                lambda: register_configured_topics(context.stores, context.settings)
+            )
+            process.with_retries(self.heads.refresh)
+            heartbeat.start()
+            loop = JobLoop(
+                context,
+                process=process,
+                jobs=self.jobs,
+                heads=self.heads,
+                scheduler=self.scheduler,
+                hand_back=self.hand_back,
+                watch=watch,
+                limited=self.limited,
+            )
+            stopped = self._loop(loop)
             process.announce_stop()
             drain(process, self.jobs, loop, self.hand_back)
         finally:
             self._exit(heartbeat, listener)
         logger.info("worker %s stopped after %d jobs", context.worker_id, self.jobs.finished_total)
+        if stopped is not None:
+            # Running jobs were let finish first; now the exit it asked for.
+            raise stopped
         # A second signal that came after the drain: the exit it asked for, status 1.
         if process.exiting.is_set():
             return 1
@@ -143,6 +172,15 @@ class Worker:
         if process.replace_reason is not None and process.stop_signal is None:
             return EXIT_REPLACE
         return 0
+
+    def _loop(self, loop: JobLoop) -> NotTransient | None:
+        """Runs ``loop``; the error that retrying cannot cure which stopped it, if one
+        did (``stopping`` is rung: the drain lets the running jobs finish)."""
+        try:
+            loop.run()
+        except NotTransient as stopped:
+            return stopped
+        return None
 
     def _heartbeat(self) -> Heartbeat:
         context = self.context

@@ -16,7 +16,9 @@ supervisor died (SIGKILL of the supervisor or of its process group) from
 ``PR_SET_PDEATHSIG`` on Linux and from ``os.getppid()`` in its loop everywhere,
 and then stops within a few seconds, handing back what it still runs. The
 supervisor exits 0 when every child exited 0 after a stop (or, with ``--burst``,
-once all are done; 1 if any failed).
+once all are done; 1 if any failed). A child that exits with ``EXIT_NOT_TRANSIENT``
+(an error that retrying cannot cure) is not replaced: the supervisor stops the others
+and exits with that status.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from django.db import connections
 
 from later_django.worker.bell import Bell
 from later_django.worker.health_file import SupervisorHealth
-from later_django.worker.process import EXIT_REPLACE
+from later_django.worker.process import EXIT_NOT_TRANSIENT, EXIT_REPLACE
 
 logger = logging.getLogger("later_django.worker")
 
@@ -149,6 +151,19 @@ class _Supervisor:
                 os.kill(pid, signal.SIGTERM)
         self.bell.ring()
 
+    def stop_for_good(self, pid: int) -> None:
+        """Child ``pid`` met an error that retrying cannot cure (it logged which): the
+        others would meet it too, and a replacement at once. Stops every child as a
+        first signal does; the supervisor exits with :data:`EXIT_NOT_TRANSIENT`."""
+        logger.error(
+            "worker process %d stopped on an error that retrying cannot cure (see its "
+            "log); stopping the others, replacing none; exit status %d",
+            pid,
+            EXIT_NOT_TRANSIENT,
+        )
+        self.exit_code = EXIT_NOT_TRANSIENT
+        self.on_signal(signal.SIGTERM, None)
+
     def start(self, number: int) -> None:
         """Forks the child of slot ``number``, unless a stop signal has come: the check
         and the fork are one step for the handler (both with stop signals blocked), so
@@ -183,6 +198,8 @@ class _Supervisor:
             if self.child_gone is not None:
                 self.child_gone(pid)
             code = os.waitstatus_to_exitcode(status)
+            if code == EXIT_NOT_TRANSIENT and not self.signals_seen:
+                self.stop_for_good(pid)
             if self.signals_seen:
                 self.exit_code = self.exit_code or (0 if code == 0 else 1)
                 continue

@@ -177,7 +177,7 @@ def test_the_later_jobs_command_retries_and_deletes(engine_db: str) -> None:
     [
         (["delete"], "delete needs --stage, one of delayed, waiting, requeued, success, failed"),
         (["retry", "--stage", "delayed"], "retry takes failed jobs only, not --stage 'delayed'"),
-        (["retry", "--since", "yesterday"], "--since 'yesterday' is not an ISO 8601 time"),
+        (["retry", "--since", "x"], "--since: 'x' is not an ISO 8601 date and time"),
         (["delete", "--stage", "enqueued"], "jobs of stage 'enqueued' cannot be deleted in bulk"),
     ],
 )

@@ -10,7 +10,8 @@ and writes nothing. Each batch of ``--batch-size`` jobs is its own transaction
 :func:`later_django.api.delete_jobs`),
 so a run over a million failed jobs holds no long transaction and can be
 stopped and started again. Exit status 0 also when jobs were refused (the
-refusals are printed); 1 for an invalid option.
+refusals are printed); 2 for a value an option does not take (an empty one
+included: leave a filter out for "any"), 1 for a stage the action does not take.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils.dateparse import parse_datetime
 
-from later_django import api
+from later_django import api, inputs
 from later_django.conf import later_settings
 from later_django.engine.job_actions.selection import (
     BULK_CANCEL_STAGES,
@@ -30,6 +30,7 @@ from later_django.engine.job_actions.selection import (
 )
 from later_django.exceptions import TablesMissing
 from later_django.management.common import later_django_version
+from later_django.management.options import MAX_BATCH_SIZE, count_of, name_of, option_type
 from later_django.storage.tables import naming_missing_tables
 
 _VERBS = {
@@ -49,39 +50,39 @@ class Command(BaseCommand):
         parser.add_argument("action", choices=sorted(_VERBS), help="what to do with the jobs")
         parser.add_argument(
             "--stage",
+            type=name_of("--stage"),
             help="the jobs' stage: failed for retry (the default); for cancel one of "
             + ", ".join(BULK_CANCEL_STAGES)
             + "; for delete one of "
             + ", ".join(BULK_DELETE_STAGES),
         )
-        parser.add_argument("--task", help="only jobs of this task (its module path)")
-        parser.add_argument("--queue", help="only jobs of this queue")
         parser.add_argument(
-            "--since", help="only jobs that entered the stage at or after this ISO 8601 time"
+            "--task",
+            type=option_type(inputs.task_path, "--task"),
+            help="only jobs of this task (its module path, e.g. app.tasks.send_mail)",
+        )
+        parser.add_argument("--queue", type=name_of("--queue"), help="only jobs of this queue")
+        parser.add_argument(
+            "--since",
+            type=option_type(inputs.local_moment, "--since"),
+            help="only jobs that entered the stage at or after this ISO 8601 time "
+            "(e.g. 2026-12-01T08:00, read in TIME_ZONE, or 2026-12-01T08:00+01:00)",
         )
         parser.add_argument(
             "--batch-size",
-            type=int,
+            type=count_of("--batch-size", 1, MAX_BATCH_SIZE),
             default=DEFAULT_BATCH_SIZE,
-            help=f"jobs per transaction (default {DEFAULT_BATCH_SIZE})",
+            help=f"jobs per transaction, 1 to {MAX_BATCH_SIZE:,} (default {DEFAULT_BATCH_SIZE})",
         )
         parser.add_argument("--dry-run", action="store_true", help="count, write nothing")
 
     def handle(self, *args: Any, **options: Any) -> None:
         action: str = options["action"]
         stage = options["stage"]
-        since = None
-        if options["since"] is not None:
-            since = parse_datetime(options["since"])
-            if since is None:
-                raise CommandError(
-                    f"--since {options['since']!r} is not an ISO 8601 time "
-                    "(for example 2026-12-01T08:00 or 2026-12-01T08:00+01:00)"
-                )
         selection = {
             "task": options["task"],
             "queue": options["queue"],
-            "since": since,
+            "since": options["since"],
             "batch_size": options["batch_size"],
             "dry_run": options["dry_run"],
         }

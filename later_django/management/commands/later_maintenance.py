@@ -39,6 +39,7 @@ from later_django.management.common import (
     log_to_stderr_unless_configured,
     refuse_missing_tables,
 )
+from later_django.management.options import name_of
 from later_django.storage.stores import stores_for
 from later_django.worker.bell import Bell
 
@@ -86,6 +87,7 @@ class Command(BaseCommand):
             "--pass",
             action="append",
             dest="passes",
+            type=name_of("--pass"),
             metavar="NAME",
             help="run only this pass (repeatable; default: every registered pass)",
         )

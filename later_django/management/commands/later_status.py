@@ -21,7 +21,10 @@ import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 
+from later_django import inputs
+from later_django.conf import later_settings
 from later_django.exceptions import TablesMissing
 from later_django.management.common import (
     age_seconds,
@@ -29,10 +32,18 @@ from later_django.management.common import (
     text_table,
     utc_time,
 )
+from later_django.management.options import (
+    MAX_AGE_SECONDS,
+    MAX_WORKERS,
+    count_of,
+    name_of,
+    option_type,
+    seconds_of,
+)
 from later_django.overview.figures import Overview, TopicFigure
 from later_django.overview.queues import LIVE_WORKER_MS
 from later_django.overview.snapshot import read_overview
-from later_django.overview.target import resolve_target
+from later_django.overview.target import namespace_in_use, resolve_target
 from later_django.storage.tables import naming_missing_tables
 
 DEFAULT_MAX_AGE_SECONDS = 300.0
@@ -192,35 +203,60 @@ class Command(BaseCommand):
             "--max-oldest-ready-age",
             "--max-age",
             dest="max_age",
-            type=float,
+            type=seconds_of("--max-oldest-ready-age", 0.0, MAX_AGE_SECONDS),
             default=DEFAULT_MAX_AGE_SECONDS,
             metavar="SECONDS",
-            help=f"With --check: the oldest ready job's age allowed (default "
-            f"{DEFAULT_MAX_AGE_SECONDS:g}).",
+            help=f"With --check: the oldest ready job's age allowed, 0 to {MAX_AGE_SECONDS:g} "
+            f"seconds (default {DEFAULT_MAX_AGE_SECONDS:g}).",
         )
         parser.add_argument(
             "--min-workers",
-            type=int,
+            type=count_of("--min-workers", 0, MAX_WORKERS),
             default=1,
             metavar="N",
-            help="With --check: how many live workers are needed (default 1).",
+            help=f"With --check: how many live workers are needed, 0 to {MAX_WORKERS:,} "
+            "(default 1).",
         )
-        parser.add_argument("--database", help="Database alias (default: LATER['DATABASE']).")
-        parser.add_argument("--namespace", help="Namespace (default: LATER['NAMESPACE']).")
+        parser.add_argument(
+            "--database",
+            type=name_of("--database"),
+            help="Database alias, one of DATABASES (default: LATER['DATABASE']).",
+        )
+        parser.add_argument(
+            "--namespace",
+            type=option_type(inputs.namespace, "--namespace"),
+            help="Namespace: the configured one or one with data in the database "
+            "(default: LATER['NAMESPACE']).",
+        )
 
     def get_version(self) -> str:
         return later_django_version()
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["max_age"] < 0:
+        # Again here: call_command's keyword options skip the parser's types.
+        if not 0 <= options["max_age"] <= MAX_AGE_SECONDS:
             raise CommandError(
-                f"--max-oldest-ready-age must be zero or more seconds, got {options['max_age']}"
+                f"--max-oldest-ready-age {options['max_age']!r} is not between 0 and "
+                f"{MAX_AGE_SECONDS:g} seconds"
             )
-        if options["min_workers"] < 0:
-            raise CommandError(f"--min-workers must be zero or more, got {options['min_workers']}")
+        if not 0 <= options["min_workers"] <= MAX_WORKERS:
+            raise CommandError(
+                f"--min-workers {options['min_workers']!r} is not between 0 and {MAX_WORKERS:,}"
+            )
         using, namespace = resolve_target(options["database"], options["namespace"])
+        if using not in connections.settings:
+            raise CommandError(
+                f"--database {using!r} is not a database of DATABASES "
+                f"(known: {', '.join(sorted(connections.settings))})"
+            )
         try:
             with naming_missing_tables(using):
+                if not namespace_in_use(using, namespace):
+                    raise CommandError(
+                        f"--namespace {namespace!r} is neither configured nor seen in database "
+                        f"{using!r} (no job, queue, worker or topic of it); configured: "
+                        f"{later_settings().namespace!r}"
+                    )
                 overview = read_overview(using, namespace)
         except TablesMissing as error:
             raise CommandError(str(error)) from error

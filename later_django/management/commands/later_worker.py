@@ -9,6 +9,10 @@ is ready), ``--max-jobs N`` (per process), ``--shutdown-timeout S``,
 
 A process whose job ran past its timeout drains and exits with ``EXIT_REPLACE``
 (3): a supervisor starts another at once, and a single process starts itself again.
+A database error that retrying cannot cure (a value the database refuses) stops it
+with ``EXIT_NOT_TRANSIENT`` (4). Each option's range is in its ``--help``
+(:mod:`later_django.management.options`); a value outside it exits 2, naming the
+option, the value and the rule.
 """
 
 from __future__ import annotations
@@ -20,14 +24,27 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from later_django import inputs
 from later_django.backend import LaterBackend
 from later_django.compat.tasks import task_backends
 from later_django.conf import later_settings
 from later_django.core.keys import RESERVED_PREFIX, is_reserved
+from later_django.inputs import BIGINT_MAX
 from later_django.management.common import (
     later_django_version,
     log_to_stderr_unless_configured,
     refuse_missing_tables,
+)
+from later_django.management.options import (
+    MAX_CONCURRENCY,
+    MAX_PROCESSES,
+    MAX_WAIT_SECONDS,
+    MIN_LEASE_SECONDS,
+    PATH_LENGTH,
+    count_of,
+    name_of,
+    option_type,
+    seconds_of,
 )
 from later_django.worker.health_file import check_writable
 from later_django.worker.process import EXIT_REPLACE
@@ -93,47 +110,28 @@ def chosen_queues(requested: list[str] | None) -> list[str] | None:
     return list(dict.fromkeys(requested))
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= 65535:
-        raise ValueError(text)
-    return value
-
-
-_port.__name__ = "port number (1-65535)"
-
-
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if value <= 0:
-            raise ValueError(text)
-        return value
-
-    parse.__name__ = f"positive {kind.__name__}"
-    return parse
-
-
 def add_work_options(parser: CommandParser) -> None:
     """What a worker runs and how much: threads, processes, queues, burst, max jobs."""
     parser.add_argument(
         "--concurrency",
-        type=_positive(int),
+        type=count_of("--concurrency", 1, MAX_CONCURRENCY),
         default=10,
         metavar="N",
-        help="job threads in each process (default 10)",
+        help=f"job threads in each process, 1 to {MAX_CONCURRENCY:,} (default 10)",
     )
     parser.add_argument(
         "--processes",
-        type=_positive(int),
+        type=count_of("--processes", 1, MAX_PROCESSES),
         default=1,
         metavar="N",
-        help="worker processes; above 1 a supervisor forks and replaces them (default 1)",
+        help=f"worker processes, 1 to {MAX_PROCESSES:,}; above 1 a supervisor forks and "
+        "replaces them (default 1)",
     )
     parser.add_argument(
         "--queue",
         action="append",
         dest="queues",
+        type=name_of("--queue"),
         metavar="NAME",
         help="run only this queue (repeatable; default: every queue of the LaterBackend "
         "backends in TASKS)",
@@ -143,10 +141,10 @@ def add_work_options(parser: CommandParser) -> None:
     )
     parser.add_argument(
         "--max-jobs",
-        type=_positive(int),
+        type=count_of("--max-jobs", 1, BIGINT_MAX),
         default=None,
         metavar="N",
-        help="exit 0 after N jobs, in each process (default: no limit)",
+        help="exit 0 after N jobs (at least 1), in each process (default: no limit)",
     )
 
 
@@ -154,18 +152,20 @@ def add_timing_options(parser: CommandParser) -> None:
     """How long a stopping worker waits for its jobs, and how long a silent one keeps them."""
     parser.add_argument(
         "--shutdown-timeout",
-        type=_positive(float),
+        type=seconds_of("--shutdown-timeout", 0.001, MAX_WAIT_SECONDS),
         default=30.0,
         metavar="SECONDS",
-        help="how long running jobs may finish after SIGTERM/SIGINT (default 30)",
+        help="how long running jobs may finish after SIGTERM/SIGINT, 0.001 to "
+        f"{MAX_WAIT_SECONDS:g} (default 30)",
     )
     parser.add_argument(
         "--lease-seconds",
-        type=_positive(float),
+        type=seconds_of("--lease-seconds", MIN_LEASE_SECONDS, MAX_WAIT_SECONDS),
         default=30.0,
         metavar="SECONDS",
         help="how long a job stays with a worker that stopped renewing its lease "
-        "(killed, frozen) before another may run it (default 30)",
+        f"(killed, frozen) before another may run it, {MIN_LEASE_SECONDS:g} to "
+        f"{MAX_WAIT_SECONDS:g} (default 30)",
     )
 
 
@@ -173,7 +173,7 @@ def add_watch_options(parser: CommandParser) -> None:
     """How the worker is watched from outside: Prometheus metrics, the liveness file."""
     parser.add_argument(
         "--metrics-port",
-        type=_port,
+        type=count_of("--metrics-port", 1, 65535),
         default=None,
         metavar="N",
         help="serve this worker's Prometheus metrics on port N (with --processes, the "
@@ -181,6 +181,7 @@ def add_watch_options(parser: CommandParser) -> None:
     )
     parser.add_argument(
         "--metrics-host",
+        type=name_of("--metrics-host"),
         default="127.0.0.1",
         metavar="ADDRESS",
         help="the address --metrics-port listens on (default 127.0.0.1; 0.0.0.0 for "
@@ -188,6 +189,7 @@ def add_watch_options(parser: CommandParser) -> None:
     )
     parser.add_argument(
         "--health-file",
+        type=option_type(inputs.text, "--health-file", max_length=PATH_LENGTH),
         metavar="PATH",
         help="touch PATH at least every few seconds while the worker's loop turns, also "
         "while the database is down: a liveness probe that needs no database",

@@ -1,0 +1,111 @@
+"""A database error that retrying cannot cure stops a real ``later_worker`` with a clear
+message and :data:`~later_django.worker.process.EXIT_NOT_TRANSIENT`, also with
+``--burst`` and under a supervisor; a database that is away is still retried
+(issue 38, item 3; the restarts themselves: :mod:`tests.worker.test_faults`)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from django.db import DatabaseError, connections
+
+from later_django.worker.process import EXIT_NOT_TRANSIENT, is_transient
+from tests.worker.test_worker_process import START_SECONDS, Workers, worker_rows
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+MODULE = "tests.worker.out_of_range_worker"
+#: What each database says of a concurrency of 2**63 in the worker row.
+REFUSALS = {"default": "too large to convert to SQLite INTEGER", "postgres": "out of range"}
+
+
+def assert_stopped_clearly(log: str, alias: str) -> None:
+    """The log names the error and why the worker stopped; no traceback, no retry."""
+    assert "retrying cannot cure this error" in log, log
+    assert REFUSALS[alias] in log, log
+    assert f"exit status {EXIT_NOT_TRANSIENT}" in log, log
+    assert "Traceback" not in log, log
+    assert "retrying in" not in log, log
+
+
+@pytest.mark.parametrize("burst", [True, False], ids=["burst", "no-burst"])
+def test_a_worker_stops_on_a_value_the_database_refuses_instead_of_retrying(
+    alias: str, workers: Workers, burst: bool
+) -> None:
+    worker = workers.start(alias, *(["--burst"] if burst else []), module=MODULE)
+    assert worker.wait_exit(START_SECONDS) == EXIT_NOT_TRANSIENT, worker.describe()
+    assert_stopped_clearly(worker.log(), alias)
+    assert worker_rows(alias) == []
+
+
+def test_a_supervisor_stops_every_child_and_replaces_none(alias: str, workers: Workers) -> None:
+    worker = workers.start(alias, "--processes", "2", module=MODULE)
+    assert worker.wait_exit(START_SECONDS) == EXIT_NOT_TRANSIENT, worker.describe()
+    log = worker.log()
+    assert_stopped_clearly(log, alias)
+    assert "stopping the others, replacing none" in log, log
+    assert "starting another" not in log, log
+
+
+def test_a_worker_within_the_columns_runs_its_burst_and_exits_0(
+    alias: str, workers: Workers
+) -> None:
+    """The same module with a concurrency the column holds: the stop above is the
+    value's doing, not the module's."""
+    worker = workers.start(
+        alias, "--burst", module=MODULE, environment={"LATER_FORCED_CONCURRENCY": "3"}
+    )
+    assert worker.wait_exit(START_SECONDS) == 0, worker.describe()
+
+
+def raised(alias: str, statement: str, parameters: list[object]) -> BaseException:
+    """What ``statement`` raises on ``alias``'s own connection."""
+    try:
+        with connections[alias].cursor() as cursor:
+            cursor.execute(statement, parameters)
+    except (DatabaseError, OverflowError) as error:
+        return error
+    finally:
+        connections[alias].close()
+    raise AssertionError(f"{statement} raised nothing")
+
+
+def test_a_value_out_of_range_is_not_transient(db_alias: str) -> None:
+    vendor = connections[db_alias].vendor
+    if vendor == "postgresql":
+        error = raised(db_alias, "SELECT %s::integer", [2**31])
+    else:
+        error = raised(db_alias, "SELECT %s", [2**63])
+    assert not is_transient(error), repr(error)
+
+
+def test_a_missing_table_on_postgresql_is_not_transient(postgres_alias: str) -> None:
+    assert not is_transient(raised(postgres_alias, "SELECT * FROM later_no_such_table", []))
+
+
+def test_a_lost_connection_and_a_held_lock_are_transient(db_alias: str) -> None:
+    connection = connections[db_alias]
+    if connection.vendor == "postgresql":
+        error = raised(db_alias, "SELECT pg_terminate_backend(pg_backend_pid())", [])
+    else:
+        locker = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+        locker.execute("BEGIN EXCLUSIVE")
+        try:
+            connection.ensure_connection()
+            connection.connection.execute("PRAGMA busy_timeout = 50")
+            error = raised(db_alias, "DELETE FROM later_worker", [])
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+    assert is_transient(error), repr(error)
+
+
+def test_a_prepared_statement_missing_or_doubled_on_postgresql_is_transient(
+    postgres_alias: str,
+) -> None:
+    """What a pooler in transaction mode does to a worker's prepared statements (a new
+    connection may cure it): retried, as before."""
+    assert is_transient(raised(postgres_alias, "DEALLOCATE later_no_such_statement", []))
+    doubled = "PREPARE later_twice AS SELECT 1; PREPARE later_twice AS SELECT 1"
+    assert is_transient(raised(postgres_alias, doubled, []))
