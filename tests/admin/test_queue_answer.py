@@ -17,6 +17,7 @@ from django.test import Client, override_settings
 
 from later_django import api
 from later_django.core.clock import now_ms
+from later_django.models import StageCount
 from later_django.overview.queues import configured_queues
 from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexMetricsBatch, TaskMinuteSample, WorkerRow
@@ -150,5 +151,7 @@ def test_queues_seen_in_the_data_join_the_configured_ones_in_all_four(
 def test_another_namespace_lists_only_what_its_data_shows(configured_db: str) -> None:
     """The configured queues are LATER["NAMESPACE"]'s; these settings do not configure
     another namespace read with them."""
+    # A namespace later_status reports has data (a typo is refused): a counter row.
+    StageCount.objects.using(configured_db).create(namespace="elsewhere", stage="success")
     document = json.loads(command("later_status", "--json", "--namespace", "elsewhere"))
     assert document["queues"] == []

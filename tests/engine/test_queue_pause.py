@@ -226,9 +226,9 @@ def test_later_queue_pauses_lists_and_resumes(
     assert listed["emails"]["ready"] == 3 and listed["emails"]["paused_by"] == "alice"
     assert listed["reports"]["paused_at_ms"] is not None
 
-    call_command("later_queue", "resume", "emails", "nothing-paused")
+    call_command("later_queue", "resume", "emails", "default")
     out = capsys.readouterr().out
-    assert "resumed 'emails'" in out and "'nothing-paused' was not paused" in out
+    assert "resumed 'emails'" in out and "'default' was not paused" in out
     assert [queue.name for queue in api.paused_queues()] == ["reports"]
 
 
