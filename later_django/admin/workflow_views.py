@@ -147,23 +147,28 @@ def _action_of(action: str) -> tuple[str, str]:
     return ACTIONS[action]
 
 
-@require_GET
-def workflow_confirm(request: HttpRequest, workflow_id: str, action: str) -> HttpResponse:
-    """The confirmation page of ``action`` (``cancel`` or ``retry``); needs the
-    manage permission."""
-    require_manage(request)
+def _confirmation(request: HttpRequest, workflow_id: str, action: str) -> HttpResponse:
+    """The confirmation page of ``action`` on the workflow (400 for a POST without the
+    confirmation: :func:`~later_django.admin.pages.confirmation_page`)."""
     label, effect = _action_of(action)
-    detail = _detail(workflow_id)
     return confirmation_page(
         request,
         "later_django/workflow_confirm.html",
         f"{label} workflow {workflow_id}",
         later_page="workflows",
-        flow=detail,
+        flow=_detail(workflow_id),
         action=action,
         label=label,
         effect=effect,
     )
+
+
+@require_GET
+def workflow_confirm(request: HttpRequest, workflow_id: str, action: str) -> HttpResponse:
+    """The confirmation page of ``action`` (``cancel`` or ``retry``); needs the
+    manage permission."""
+    require_manage(request)
+    return _confirmation(request, workflow_id, action)
 
 
 @require_POST
@@ -172,19 +177,10 @@ def workflow_action(request: HttpRequest, workflow_id: str, action: str) -> Http
     nothing changes and the confirmation page comes back (400). Back to the
     workflow's page with what was done."""
     require_manage(request)
-    label, effect = _action_of(action)
-    detail = _detail(workflow_id)
+    _action_of(action)  # an unknown action: 404
+    _detail(workflow_id)  # an unknown workflow: 404
     if not inputs.confirmed(request.POST.getlist(CONFIRM_FIELD)):
-        return confirmation_page(
-            request,
-            "later_django/workflow_confirm.html",
-            f"{label} workflow {workflow_id}",
-            later_page="workflows",
-            flow=detail,
-            action=action,
-            label=label,
-            effect=effect,
-        )
+        return _confirmation(request, workflow_id, action)
     using, namespace = resolve_target(None, None)
     try:
         if action == "cancel":
