@@ -32,6 +32,9 @@ class WorkerOptions:
     max_jobs: int | None = None
     shutdown_timeout: float = 30.0
     lease_seconds: float = 30.0
+    #: ``--burst-patience``: how long a burst worker retries a database that does not
+    #: answer before it gives up (``worker.process.EXIT_DATABASE_AWAY``).
+    burst_patience: float = 60.0
     #: A supervised child's supervisor: once it is gone (``os.getppid()`` changes),
     #: the child stops, with at most ORPHAN_SHUTDOWN_SECONDS of grace.
     parent_pid: int | None = None

@@ -108,6 +108,20 @@ class NotTransient(Exception):
         super().__init__(f"{type(error).__name__}: {error}")
 
 
+#: The exit status of a ``--burst`` worker whose database did not answer for its
+#: ``--burst-patience``: a burst is one pass over the work, and always ends.
+EXIT_DATABASE_AWAY = 5
+
+
+class DatabaseAway(NotTransient):
+    """A ``--burst`` worker's database has not answered for its patience: the worker
+    stops as for :class:`NotTransient`, and exits with :data:`EXIT_DATABASE_AWAY`."""
+
+    def __init__(self, error: BaseException, seconds: float) -> None:
+        super().__init__(error)
+        self.seconds = seconds
+
+
 def is_transient(error: BaseException) -> bool:
     """Whether retrying may cure ``error``: yes for a database that is away, busy or
     in conflict with another writer (``OperationalError``, ``InterfaceError``,
@@ -271,11 +285,17 @@ class ProcessControl:
     def database_trouble(self, error: Exception, backoff: Backoff) -> None:
         """Logs ``error``, closes the connection, and waits the next back-off delay
         (cut short by a stop signal); raises :class:`NotTransient` instead, ringing
-        ``stopping``, when retrying cannot cure ``error``."""
+        ``stopping``, when retrying cannot cure ``error``, and :class:`DatabaseAway`
+        when a ``--burst`` worker's database has failed for its ``burst_patience``."""
         if not is_transient(error):
             self.stopping.ring()
             self.wake.ring()
             raise NotTransient(error) from error
+        failing_for = time.monotonic() - (backoff.failing_since or time.monotonic())
+        if self.options.burst and failing_for >= self.options.burst_patience:
+            self.stopping.ring()
+            self.wake.ring()
+            raise DatabaseAway(error, failing_for) from error
         delay = backoff.next()
         self.telemetry.database_error()
         logger.warning(

@@ -46,8 +46,10 @@ from later_django.worker.limited_claims import LimitedClaims
 from later_django.worker.loop import JobLoop
 from later_django.worker.options import WorkerContext, WorkerOptions
 from later_django.worker.process import (
+    EXIT_DATABASE_AWAY,
     EXIT_NOT_TRANSIENT,
     EXIT_REPLACE,
+    DatabaseAway,
     NotTransient,
     ProcessControl,
 )
@@ -111,6 +113,18 @@ class Worker:
         that retrying cannot cure stopped it (see :func:`worker.process.is_transient`)."""
         try:
             return self._run()
+        except DatabaseAway as away:
+            self.process.stop_threads.set()
+            logger.error(
+                "worker %s gave up: the database has not answered for %.1fs (%s); a "
+                "--burst worker retries it for --burst-patience seconds, then ends "
+                "(exit status %d)",
+                self.context.worker_id,
+                away.seconds,
+                away,
+                EXIT_DATABASE_AWAY,
+            )
+            return EXIT_DATABASE_AWAY
         except NotTransient as stopped:
             self.process.stop_threads.set()
             logger.error(

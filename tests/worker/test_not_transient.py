@@ -10,8 +10,14 @@ import sqlite3
 import pytest
 from django.db import DatabaseError, connections
 
-from later_django.worker.process import EXIT_NOT_TRANSIENT, is_transient
-from tests.worker.test_worker_process import START_SECONDS, Workers, worker_rows
+from later_django.worker.process import EXIT_DATABASE_AWAY, EXIT_NOT_TRANSIENT, is_transient
+from tests.browser.example_site import free_port
+from tests.worker.test_worker_process import (
+    START_SECONDS,
+    Workers,
+    database_settings,
+    worker_rows,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -57,6 +63,33 @@ def test_a_worker_within_the_columns_runs_its_burst_and_exits_0(
         alias, "--burst", module=MODULE, environment={"LATER_FORCED_CONCURRENCY": "3"}
     )
     assert worker.wait_exit(START_SECONDS) == 0, worker.describe()
+
+
+def away(alias: str, tmp_path) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """``alias``'s connection settings, with a database that never answers: a port
+    nothing listens on, or an SQLite file in a directory that does not exist."""
+    database = database_settings(alias)
+    if connections[alias].vendor == "postgresql":
+        database["PORT"] = str(free_port())
+    else:
+        database["NAME"] = str(tmp_path / "no-such-directory" / "db.sqlite3")
+    return database
+
+
+def test_a_burst_worker_gives_up_on_a_database_that_does_not_answer(
+    alias: str, workers: Workers, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """``--burst`` always ends: a database away for ``--burst-patience`` seconds ends
+    it with :data:`EXIT_DATABASE_AWAY` and a line saying why, after retrying."""
+    worker = workers.start(
+        alias, "--burst", "--burst-patience", "1", database=away(alias, tmp_path)
+    )
+    assert worker.wait_exit(START_SECONDS) == EXIT_DATABASE_AWAY, worker.describe()
+    log = worker.log()
+    assert "retrying in" in log, log
+    assert "gave up: the database has not answered for" in log, log
+    assert f"(exit status {EXIT_DATABASE_AWAY})" in log, log
+    assert "Traceback" not in log, log
 
 
 def raised(alias: str, statement: str, parameters: list[object]) -> BaseException:

@@ -10,7 +10,9 @@ is ready), ``--max-jobs N`` (per process), ``--shutdown-timeout S``,
 A process whose job ran past its timeout drains and exits with ``EXIT_REPLACE``
 (3): a supervisor starts another at once, and a single process starts itself again.
 A database error that retrying cannot cure (a value the database refuses) stops it
-with ``EXIT_NOT_TRANSIENT`` (4). Each option's range is in its ``--help``
+with ``EXIT_NOT_TRANSIENT`` (4); a ``--burst`` worker whose database does not
+answer for ``--burst-patience`` seconds gives up with ``EXIT_DATABASE_AWAY`` (5).
+Each option's range is in its ``--help``
 (:mod:`later_django.management.options`); a value outside it exits 2, naming the
 option, the value and the rule.
 """
@@ -159,6 +161,14 @@ def add_timing_options(parser: CommandParser) -> None:
         f"{MAX_WAIT_SECONDS:g} (default 30)",
     )
     parser.add_argument(
+        "--burst-patience",
+        type=seconds_of("--burst-patience", 0.001, MAX_WAIT_SECONDS),
+        default=60.0,
+        metavar="SECONDS",
+        help="with --burst: how long a database that does not answer is retried before "
+        f"the worker gives up with exit status 5, 0.001 to {MAX_WAIT_SECONDS:g} (default 60)",
+    )
+    parser.add_argument(
         "--lease-seconds",
         type=seconds_of("--lease-seconds", MIN_LEASE_SECONDS, MAX_WAIT_SECONDS),
         default=30.0,
@@ -209,6 +219,7 @@ def worker_options_of(options: dict[str, Any]) -> WorkerOptions:
         queues=chosen_queues(options["queues"]),
         concurrency=options["concurrency"],
         burst=options["burst"],
+        burst_patience=options["burst_patience"],
         max_jobs=options["max_jobs"],
         shutdown_timeout=options["shutdown_timeout"],
         lease_seconds=options["lease_seconds"],
