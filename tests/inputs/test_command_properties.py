@@ -85,6 +85,7 @@ ACCEPTED = {
     "--concurrency": ["1", "4", "10000"],
     "--max-jobs": ["1", str(2**63 - 1)],
     "--shutdown-timeout": ["0.001", "30", "86400"],
+    "--burst-patience": ["0.001", "60", "86400"],
     "--lease-seconds": ["1", "2.5", "86400"],
     "--queue": ["default", "emails"],
     "--metrics-host": ["127.0.0.1"],
