@@ -175,8 +175,7 @@ def cancel_workflow(workflow_id: str) -> dict[str, str]:
     its callbacks included). Returns what was done per job id. ``LookupError`` when
     no such workflow exists."""
     settings = later_settings()
-    if get_workflow(workflow_id) is None:
-        raise LookupError(f"no workflow or batch {workflow_id!r}")
+    _require(workflow_id)
     return workflows.cancel(settings.database, settings.namespace, workflow_id)
 
 
@@ -189,6 +188,12 @@ def retry_workflow(workflow_id: str) -> list[str]:
     run again is on a topic partition; ``LookupError`` when there is no such
     workflow."""
     settings = later_settings()
-    if get_workflow(workflow_id) is None:
-        raise LookupError(f"no workflow or batch {workflow_id!r}")
+    _require(workflow_id)
     return workflow_retry.retry(settings.database, settings.namespace, workflow_id)
+
+
+def _require(workflow_id: str) -> None:
+    """``LookupError`` when ``workflow_id`` has no row."""
+    settings = later_settings()
+    if not workflows.exists(stores_for(settings.database), settings.namespace, workflow_id):
+        raise LookupError(f"no workflow or batch {workflow_id!r}")

@@ -39,6 +39,7 @@ from later_django.engine import workflow_retry, workflows
 from later_django.engine.job_actions.record_checks import CANCELLED, REQUESTED
 from later_django.exceptions import ActionRefused
 from later_django.overview.target import resolve_target
+from later_django.storage.stores import stores_for
 
 #: The answer of a list whose state or cursor is not valid (the page names it).
 BAD_INPUT_STATUS = 400
@@ -95,12 +96,17 @@ def workflow_list(request: HttpRequest) -> TemplateResponse:
     )
 
 
-def _detail(workflow_id: str) -> WorkflowDetail:
-    """The workflow's page reads; 404 for an id that is not a ULID or no workflow's."""
+def _checked_id(workflow_id: str) -> None:
+    """404 for an id that is not a ULID (no workflow can have it)."""
     try:
         inputs.job_id("workflow id", workflow_id)
     except inputs.InputError as error:
         raise Http404(str(error)) from None
+
+
+def _detail(workflow_id: str) -> WorkflowDetail:
+    """The workflow's page reads; 404 for an id that is not a ULID or no workflow's."""
+    _checked_id(workflow_id)
     using, namespace = resolve_target(None, None)
     detail = read_detail(using, namespace, workflow_id)
     if detail is None:
@@ -178,10 +184,13 @@ def workflow_action(request: HttpRequest, workflow_id: str, action: str) -> Http
     workflow's page with what was done."""
     require_manage(request)
     _action_of(action)  # an unknown action: 404
-    _detail(workflow_id)  # an unknown workflow: 404
     if not inputs.confirmed(request.POST.getlist(CONFIRM_FIELD)):
         return _confirmation(request, workflow_id, action)
     using, namespace = resolve_target(None, None)
+    # An unknown workflow is a 404 (one key read; the page's reads are not needed).
+    _checked_id(workflow_id)
+    if not workflows.exists(stores_for(using), namespace, workflow_id):
+        raise Http404(f"workflow {workflow_id} does not exist")
     try:
         if action == "cancel":
             done = workflows.cancel(using, namespace, workflow_id)

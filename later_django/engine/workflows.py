@@ -24,7 +24,7 @@ from later_django.core.clock import now_ms
 from later_django.core.keys import live_workflows_key, workflow_jobs_key, workflow_key
 from later_django.core.records import pack
 from later_django.engine.job_actions.one_job import cancel_many
-from later_django.engine.record_reads import read_records
+from later_django.engine.job_actions.record_checks import FINISHED, MISSING
 from later_django.engine.workflow_counts import read_counts
 from later_django.storage.stores import Stores, stores_for
 from later_django.storage.types import RangeAdd, Set
@@ -140,18 +140,18 @@ def job_ids(stores: Stores, namespace: str, workflow_id: str) -> list[str]:
     return [member.decode() for member in stores.kv.range_members_many([key]).get(key, [])]
 
 
+def exists(stores: Stores, namespace: str, workflow_id: str) -> bool:
+    """Whether ``workflow_id`` has a row (one read of one key)."""
+    return stores.kv.exist(workflow_key(namespace, workflow_id))
+
+
 def cancel(using: str, namespace: str, workflow_id: str) -> dict[str, str]:
     """Cancels every job of ``workflow_id`` that has not finished, the last to join
     first (so a waiting child is cancelled before its parent's cancel could fail it
     as ``ParentFailed``): what was done per job, as ``cancel_many`` answers (running
-    jobs get a cancel request). Jobs already finished are left alone and not listed.
-    Call it outside a transaction: the cancels commit in batches as they go."""
-    stores = stores_for(using)
-    ids = job_ids(stores, namespace, workflow_id)
-    records = read_records(stores.kv, namespace, ids)
-    live = [
-        job_id
-        for job_id in reversed(ids)
-        if job_id in records and records[job_id].stage not in stages.FINISHED
-    ]
-    return cancel_many(using, namespace, live)
+    jobs get a cancel request). Jobs already finished, or gone, are left alone and
+    not listed. Call it outside a transaction: the cancels commit in batches as they
+    go (``cancel_many`` reads each batch's records under lock, once)."""
+    ids = job_ids(stores_for(using), namespace, workflow_id)
+    done = cancel_many(using, namespace, list(reversed(ids)))
+    return {job_id: what for job_id, what in done.items() if what not in (FINISHED, MISSING)}
