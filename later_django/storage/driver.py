@@ -35,6 +35,17 @@ PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 VALUES_MARKER = "{values}"
 
 
+class Replanned(str):
+    """A statement the server plans at every run, never from a plan cached for a
+    prepared statement: one whose right plan depends on how many rows a table holds
+    now. A generic plan made while the table was nearly empty (a fresh database; a
+    server without autovacuum, which never analyses it) keeps scanning the whole
+    table once it has grown, until an ``ANALYZE`` invalidates the plan. Drivers
+    that prepare nothing run it as any other statement."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class RowsStatement:
     """A statement that writes many rows in one round trip.

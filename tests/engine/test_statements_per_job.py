@@ -38,7 +38,7 @@ KINDS = (
     (r"^\s*COMMIT", "COMMIT"),
     (r"later_claim_counted|UPDATE later_delivery_queue\s+SET lease_owner", "claim"),
     (r"^\s*WITH p0 AS", "one combined write"),
-    (r"^\s*SELECT range_key|^\s*WITH members AS", "read continuations"),
+    (r"^\s*SELECT range_key|^\s*WITH found AS", "read continuations"),
     (r"SET counter_value = counter_value -", "decrement counters"),
     (r"^\s*DELETE FROM later_storage_range\b", "clear ranges"),
     (r"^\s*DELETE FROM later_storage\b", "delete keys"),

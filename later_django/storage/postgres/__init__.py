@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from django.db import transaction
 from django.db.backends.utils import CursorWrapper
 
-from later_django.storage.driver import Driver, Params, Row, RowsStatement, WakeChannel
+from later_django.storage.driver import Driver, Params, Replanned, Row, RowsStatement, WakeChannel
 
 #: The session's commits return before their WAL reaches disk (see relax_commit_durability).
 ASYNCHRONOUS_COMMIT = "SET synchronous_commit = off"
@@ -202,13 +202,28 @@ def _new_cursor(connection: Any, *, unprepared: bool = False) -> Any:
     prepares) whose lists bind as binary arrays: in text form psycopg quotes every
     string of a list through a regular expression and spells every bytea in hex (tens
     of calls per job of a batch)."""
-    cursor = (_unprepared_cursor() if unprepared else _psycopg().Cursor)(connection)
+    cursor = (_unprepared_cursor() if unprepared else _later_cursor())(connection)
     cursor.adapters.register_dumper(list, _list_binary_dumper())
     return cursor
 
 
 def _unprepared_new_cursor(connection: Any) -> Any:
     return _new_cursor(connection, unprepared=True)
+
+
+@functools.cache
+def _later_cursor() -> Any:
+    """A psycopg ``Cursor`` that prepares by the connection's ``prepare_threshold``,
+    but never a :class:`~later_django.storage.driver.Replanned` statement (made at
+    first use: see ``_psycopg``)."""
+
+    class LaterCursor(_psycopg().Cursor):  # type: ignore[misc]
+        def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+            if isinstance(query, Replanned):
+                options["prepare"] = False
+            return super().execute(query, params, **options)
+
+    return LaterCursor
 
 
 @functools.cache
