@@ -181,19 +181,21 @@ def test_a_batch_of_a_workflows_jobs_adds_at_most_one_statement_for_its_counts(
 #: while other parents are unfinished, and when it is the last.
 FAN_IN_PINNED = {
     "postgresql": {
-        # The continuations' read also empties the children ranges and decrements the
-        # fan-in children's counts (decision 210): a finish with a fan-in child is the
-        # statements of one without.
+        # The continuations' read also decrements the fan-in children's counts
+        # (decision 210); the children ranges it found are deleted by a statement of
+        # their own, planned at each run (decision 211).
         "not last": [
             "BEGIN",
             "one combined write",
             "read continuations",
+            "clear ranges",
             "COMMIT",
         ],
         "last": [
             "BEGIN",
             "one combined write",
             "read continuations",
+            "clear ranges",
             "read records",  # the child, locked
             "one combined write",  # the child ready, its counter gone
             "COMMIT",
@@ -254,9 +256,9 @@ def finish_statements(alias: str, parents: list[str]) -> list[str]:
 def test_a_parents_finish_with_a_fan_in_child_is_a_fixed_list_of_statements(
     engine_db: str,
 ) -> None:
-    """The fan-in costs a finish one statement on PostgreSQL (the counters' decrement,
-    which also empties the parent's children range) while other parents are
-    unfinished; the last parent's finish also reads and moves the child. A finish
+    """The fan-in costs a finish one statement on PostgreSQL (the parent's children
+    range emptied; the continuations' read decrements the counter) while other
+    parents are unfinished; the last parent's finish also reads and moves the child. A finish
     without a fan-in child is unchanged (the pins above)."""
     parents = [tasks.add.enqueue(n, n).id for n in range(2)]
     after(parents, tasks.add, 0, 0)

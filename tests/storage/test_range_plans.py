@@ -11,16 +11,18 @@ autovacuum, and a fresh table has no statistics until autovacuum's first
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from django.db import connections, transaction
 
 from later_django.core.keys import FAN_IN_MARK, children_key, pending_parents_key
-from later_django.storage.driver import Replanned
+from later_django.storage.driver import PLACEHOLDER, Replanned
 from later_django.storage.postgres import WORKER_PREPARE_THRESHOLD
 from later_django.storage.queries.kv import KvQueries
 from later_django.storage.stores import stores_for
+from later_django.storage.types import Increment
 from tests.conftest import use_database
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -59,11 +61,15 @@ def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _statements(alias: str) -> dict[str, tuple[str, dict[str, Any]]]:
-    """The two statements that empty a finish's children ranges, with the parameters
-    of a finish of ``FINISHING`` jobs."""
+    """The statements that read and empty a finish's children ranges, with the
+    parameters of a finish of ``FINISHING`` jobs (the rows' sequences: those of the
+    first ``FINISHING`` children ranges)."""
     queries = stores_for(alias).driver.queries(KvQueries)
     keys = [children_key(NAMESPACE, str(n)) for n in range(1, FINISHING + 1)]
     prefix, suffix = pending_parents_key(NAMESPACE, "\x00").split("\x00")
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT sequence FROM later_storage_range WHERE range_key = ANY(%s)", [keys])
+        sequences = [row[0] for row in cursor.fetchall()]
     return {
         "read_ranges_decrementing": (
             queries.read_ranges_decrementing,
@@ -77,6 +83,7 @@ def _statements(alias: str) -> dict[str, tuple[str, dict[str, Any]]]:
                 "skip": len(FAN_IN_MARK) + 1,
             },
         ),
+        "range_rows_delete": (queries.range_rows_delete, {"sequences": sequences}),
         "decrement_many": (
             queries.decrement_many,
             {"keys": [pending_parents_key(NAMESPACE, "child")], "by": 1, "now": 1, "ranges": keys},
@@ -84,26 +91,72 @@ def _statements(alias: str) -> dict[str, tuple[str, dict[str, Any]]]:
     }
 
 
-@pytest.mark.parametrize("name", ["read_ranges_decrementing", "decrement_many"])
-def test_a_finish_empties_its_childrens_ranges_by_index_whatever_the_statistics(
-    request: pytest.FixtureRequest, name: str
+#: The server's types of the statements' parameters, to prepare them by name.
+TYPES = {
+    "keys": "varchar[]",
+    "now": "bigint",
+    "prefix": "text",
+    "suffix": "text",
+    "mark": "bytea",
+    "mark_length": "integer",
+    "skip": "integer",
+}
+
+
+def _plan(alias: str, statement: str, params: dict[str, Any], *, generic: bool) -> list[Any]:
+    """The nodes of ``statement``'s plan, run (``EXPLAIN ANALYZE``): with ``generic``
+    the plan a prepared statement caches (``PREPARE`` … ``EXECUTE`` under
+    ``force_generic_plan``), else the one made for these values."""
+    if not generic:
+        rows = stores_for(alias).driver.fetch_all(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params
+        )
+        return _nodes(rows[0][0][0]["Plan"])
+    names = list(dict.fromkeys(PLACEHOLDER.findall(statement)))
+    numbered = PLACEHOLDER.sub(lambda match: f"${names.index(match.group(1)) + 1}", statement)
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            f"PREPARE later_plan_check ({', '.join(TYPES[n] for n in names)}) AS {numbered}"
+        )
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE later_plan_check "
+            f"({', '.join(['%s'] * len(names))})",
+            [params[name] for name in names],
+        )
+        plan = cursor.fetchone()[0]
+        cursor.execute("DEALLOCATE later_plan_check")
+    return _nodes((plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"])
+
+
+@pytest.mark.parametrize(
+    ("name", "generic"),
+    [
+        ("read_ranges_decrementing", True),
+        ("read_ranges_decrementing", False),
+        ("range_rows_delete", False),
+        ("decrement_many", False),
+    ],
+)
+def test_a_finish_reads_and_empties_its_childrens_ranges_by_index_whatever_the_statistics(
+    request: pytest.FixtureRequest, name: str, generic: bool
 ) -> None:
-    """The ranges' rows are found by one probe of the range index per key and deleted
-    by their ``ctid``: no node of the plan reads ``later_storage_range`` whole or
-    throws rows away by the hundred, on a table of 20,000 rows never analysed (the plan the statement runs with: planned
-    at each run, :class:`~later_django.storage.driver.Replanned`)."""
+    """The ranges' rows are found by one probe of the range index per key (and deleted
+    by their sequences): no node of the plan reads ``later_storage_range`` whole or
+    throws rows away by the hundred, on a table of 20,000 rows never analysed. The
+    read is prepared by a worker's session, so its generic plan is checked too; the
+    deletes are :class:`~later_django.storage.driver.Replanned` (planned at each run,
+    for the values given)."""
     alias = use_database(request, "postgres")
     with connections[alias].cursor() as cursor:
         cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         if not cursor.fetchone()[0]:
             pytest.skip("dropping a table's statistics takes a superuser")
-    statement, params = _statements(alias)[name]
-    driver = stores_for(alias).driver
     with transaction.atomic(using=alias):
         _fill(alias)
-        # Run as well as planned: the 16 children ranges are read and emptied.
-        rows = driver.fetch_all("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params)
-        nodes = _nodes(rows[0][0][0]["Plan"])
+        statement, params = _statements(alias)[name]
+        assert isinstance(statement, Replanned) is (name != "read_ranges_decrementing")
+        nodes = _plan(alias, statement, params, generic=generic)
         scans = [node["Node Type"] for node in nodes if node.get("Relation Name") == RANGES]
         assert scans and "Seq Scan" not in scans, scans
         thrown_away = sum(
@@ -111,12 +164,34 @@ def test_a_finish_empties_its_childrens_ranges_by_index_whatever_the_statistics(
             for node in nodes
         )
         assert thrown_away < 100, nodes
+        found = sum(
+            node.get("Actual Rows", 0) * node.get("Actual Loops", 1)
+            for node in nodes
+            if node.get("Relation Name") == RANGES
+        )
+        assert found >= FINISHING, nodes
+        transaction.set_rollback(True, using=alias)
+
+
+def test_a_finish_empties_the_ranges_it_read(request: pytest.FixtureRequest) -> None:
+    """``read_ranges_decrementing`` on PostgreSQL: the children ranges that held a live
+    member are empty afterwards (the second statement), the others untouched, and
+    the counter their marked members name lowered by one per range."""
+    alias = use_database(request, "postgres")
+    kv = stores_for(alias).kv
+    prefix, suffix = pending_parents_key(NAMESPACE, "\x00").split("\x00")
+    with transaction.atomic(using=alias):
+        _fill(alias)
+        counter = pending_parents_key(NAMESPACE, "child")
+        kv.apply([Increment(counter, MEMBERS)], savepoint=False)
+        keys = [children_key(NAMESPACE, str(n)) for n in range(1, FINISHING + 1)]
+        members, left = kv.read_ranges_decrementing(keys, FAN_IN_MARK, prefix, suffix)
+        assert sorted(members) == sorted(keys)
+        assert left == {counter: MEMBERS - FINISHING}
+        assert kv.range_members_many(keys) == {}
         with connections[alias].cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM later_storage_range WHERE range_key LIKE %s",
-                [f"{NAMESPACE}-job-%-next"],
-            )
-            assert cursor.fetchone()[0] == MEMBERS - FINISHING
+            cursor.execute("SELECT count(*) FROM later_storage_range")
+            assert cursor.fetchone()[0] == BATCH_JOBS + MEMBERS - FINISHING
         transaction.set_rollback(True, using=alias)
 
 
@@ -131,17 +206,17 @@ def test_a_replanned_statement_is_never_prepared(request: pytest.FixtureRequest)
         connections[alias].ensure_connection()
         driver = stores_for(alias).driver
         driver.keep_statements_prepared()
-        statement, params = _statements(alias)["read_ranges_decrementing"]
+        statement, params = _statements(alias)["range_rows_delete"]
         assert isinstance(statement, Replanned)
         control = "SELECT count(*) FROM later_storage WHERE key = ANY(%(keys)s)"
         with transaction.atomic(using=alias):
             for _ in range(WORKER_PREPARE_THRESHOLD + 3):
-                driver.fetch_all(statement, params)
+                driver.execute(statement, params)
                 driver.fetch_all(control, {"keys": ["a", "b"]})
             with connections[alias].cursor() as cursor:
                 cursor.execute("SELECT statement FROM pg_prepared_statements")
                 prepared = [row[0] for row in cursor.fetchall()]
         assert any(text.startswith("SELECT count(*) FROM later_storage") for text in prepared)
-        assert not [text for text in prepared if text.startswith("WITH found")], prepared
+        assert not [text for text in prepared if text.startswith("DELETE FROM later_storage_range")]
     finally:
         connections[alias].close()  # the next test's session prepares nothing

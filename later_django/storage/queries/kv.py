@@ -174,10 +174,15 @@ class KvQueries:
     #: returning ``(key, counter_value)``; PostgreSQL locks the rows in key order first
     #: and empties the ranges ``ranges`` in the same statement.
     decrement_many: str
-    #: ``range_members_many`` of children ranges, the ranges emptied and the counters
-    #: their marked members name decremented, in one statement; None where the store
-    #: composes it of ``range_members_many`` and ``decrement_counters`` (SQLite).
+    #: The rows of children ranges (live or not: ``(kind, range_key, value, sequence,
+    #: NULL)``, kind 0 a live member, 2 an expired one) and the counters their live
+    #: marked members name decremented (``(1, key, NULL, NULL, counter)``), in one
+    #: statement; None where the store composes it of ``range_members_many`` and
+    #: ``decrement_counters`` (SQLite). The caller empties the ranges by
+    #: ``range_rows_delete``.
     read_ranges_decrementing: str | None = None
+    #: Deletes the range rows whose ``sequence`` is in the list ``sequences``.
+    range_rows_delete: str | None = None
     #: Rows of (key, value, date_expire, date_expire_unindexed), shared ``now``; keys
     #: distinct, in key order.
     set_many: RowsStatement

@@ -16,19 +16,16 @@ from later_django.storage.queries.kv import (
 )
 
 #: The rows of the ranges named by the array ``{keys}``, as ``r``, found by one probe
-#: of ``later_storage_range_key_idx`` per key whatever the table's statistics say.
-#: ``range_key = ANY(array)`` left the choice to them, and a finish's plan made while
-#: the table was nearly empty (a fresh database; a server without autovacuum, which
-#: never analyses it) scanned all of it at every finish once it had grown: 4-7 ms
-#: a finish beside a 10,000-job batch's 28,000 rows. ``OFFSET 0`` keeps the
-#: subquery from being flattened into a join the planner could hash over the table.
-#: The rows' ``ctid`` lets a statement delete exactly them by a TID scan, which no
-#: statistics can turn into a scan of the table either. (A range row is never
-#: updated while its range is emptied: a member is added to, or re-added to, a
-#: parent's children range only under the parent's record lock, which the
-#: finishing transaction holds.)
+#: of ``later_storage_range_key_idx`` per key whatever the table's statistics say:
+#: a probe estimated at one row costs less than a scan of the table even as the
+#: planner sees a table never analysed (10 pages), so a plan cached while the table
+#: was nearly empty probes too. ``range_key = ANY(array)`` instead scanned every row
+#: once the table had grown (a worker's prepared plan, made on a fresh table; a
+#: server without autovacuum never re-plans it): 3-7 ms a finish beside a
+#: 10,000-job batch's 28,000 rows. ``OFFSET 0`` keeps the subquery from being
+#: flattened into a join the planner could hash over the whole table.
 RANGE_ROWS = (
-    "unnest({keys}::varchar[]) AS k(key) CROSS JOIN LATERAL (SELECT ctid, range_key, value, "
+    "unnest({keys}::varchar[]) AS k(key) CROSS JOIN LATERAL (SELECT range_key, value, "
     "sequence, date_expire FROM later_storage_range WHERE range_key = k.key OFFSET 0) AS r"
 )
 
@@ -46,31 +43,33 @@ class PostgresKvQueries(KvQueries):
         "SELECT range_key, value FROM later_storage_range "
         "WHERE range_key = ANY(%(keys)s) AND " + LIVE_MEMBER + " ORDER BY range_key, sequence"
     )
-    # A finishing parent's children: the members read, the ranges holding any emptied,
-    # and the counters the marked members name decremented (rows locked in key order),
-    # in one round trip. Kind 0 rows are members, kind 1 rows counters as left.
-    read_ranges_decrementing = Replanned(
-        "WITH found AS MATERIALIZED (SELECT r.ctid, r.range_key, r.value, r.sequence, "
-        "r.date_expire "
+    # A finishing parent's children: the ranges' rows read, and the counters their
+    # live marked members name decremented (rows locked in key order), in one round
+    # trip. Kind 0 rows are live members, 2 expired ones, 1 counters as left.
+    read_ranges_decrementing = (
+        "WITH found AS MATERIALIZED (SELECT r.range_key, r.value, r.sequence, r.date_expire "
         "FROM " + RANGE_ROWS.format(keys="%(keys)s") + "), "
-        "members AS (SELECT range_key, value, sequence FROM found WHERE " + LIVE_MEMBER + "), "
         "wanted AS (SELECT (%(prefix)s || convert_from(substring(value FROM %(skip)s), 'UTF8') "
-        "|| %(suffix)s)::varchar AS key, COUNT(*) AS by FROM members "
-        "WHERE substring(value FROM 1 FOR %(mark_length)s) = %(mark)s GROUP BY 1), "
-        "cleared AS (DELETE FROM later_storage_range WHERE ctid = ANY(ARRAY("
-        "SELECT ctid FROM found WHERE range_key IN (SELECT range_key FROM members)))), "
+        "|| %(suffix)s)::varchar AS key, COUNT(*) AS by FROM found WHERE " + LIVE_MEMBER + " "
+        "AND substring(value FROM 1 FOR %(mark_length)s) = %(mark)s GROUP BY 1), "
         "decremented AS (UPDATE later_storage AS s "
         "SET counter_value = s.counter_value - w.by, date_updated = %(now)s FROM wanted AS w "
         "WHERE s.key = w.key AND s.key IN (SELECT key FROM later_storage "
         "WHERE key IN (SELECT key FROM wanted) AND counter_value IS NOT NULL "
         "ORDER BY key FOR UPDATE) RETURNING s.key, s.counter_value) "
-        "SELECT 0, range_key, value, sequence, NULL::bigint FROM members "
+        "SELECT CASE WHEN " + LIVE_MEMBER + " THEN 0 ELSE 2 END, range_key, value, sequence, "
+        "NULL::bigint FROM found "
         "UNION ALL SELECT 1, key, NULL, NULL, counter_value FROM decremented ORDER BY 1, 2, 4"
+    )
+    # Planned at each run: its right plan is a probe per row for a few rows of a large
+    # table, which a plan cached while the table was small would not be (a scan).
+    range_rows_delete = Replanned(
+        "DELETE FROM later_storage_range WHERE sequence = ANY(%(sequences)s::bigint[])"
     )
     # The ranges (a finishing parent's children ranges) are emptied by the same statement.
     decrement_many = Replanned(
-        "WITH cleared AS (DELETE FROM later_storage_range WHERE ctid = ANY(ARRAY("
-        "SELECT r.ctid FROM " + RANGE_ROWS.format(keys="%(ranges)s") + "))) "
+        "WITH cleared AS (DELETE FROM later_storage_range WHERE sequence = ANY(ARRAY("
+        "SELECT r.sequence FROM " + RANGE_ROWS.format(keys="%(ranges)s") + "))) "
         "UPDATE later_storage SET counter_value = counter_value - %(by)s, date_updated = %(now)s "
         "WHERE key IN (SELECT key FROM later_storage WHERE key = ANY(%(keys)s) "
         "AND counter_value IS NOT NULL ORDER BY key FOR UPDATE) "
