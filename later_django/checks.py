@@ -99,6 +99,40 @@ def check_sqlite_options(app_configs: Any = None, **kwargs: Any) -> list[checks.
     return messages
 
 
+#: The one isolation level later_django's MariaDB/MySQL statements are written for.
+MYSQL_ISOLATION = "read committed"
+
+
+# Untagged, as W001: it reads the settings alone.
+@checks.register()
+def check_mysql_isolation(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """E022: the MariaDB/MySQL database later_django uses runs at READ COMMITTED.
+
+    Under REPEATABLE READ (the server's default) a claim's ``FOR UPDATE`` takes gap
+    locks, and a publish into the locked range waits for the whole lock-wait timeout
+    (issue 36's trial: seconds, against 0.2 ms under READ COMMITTED). Django sets
+    READ COMMITTED itself unless ``OPTIONS["isolation_level"]`` names another level
+    or is empty (then the server's default applies)."""
+    raw = getattr(settings, "LATER", {}) or {}
+    alias = raw.get("DATABASE", "default") if isinstance(raw, dict) else "default"
+    database = settings.DATABASES.get(alias, {})
+    if "mysql" not in str(database.get("ENGINE", "")):
+        return []
+    level = (database.get("OPTIONS") or {}).get("isolation_level", MYSQL_ISOLATION)
+    if isinstance(level, str) and level.lower() == MYSQL_ISOLATION:
+        return []
+    return [
+        checks.Error(
+            f"DATABASES[{alias!r}] is MariaDB/MySQL with OPTIONS['isolation_level'] = "
+            f"{level!r}; later_django needs {MYSQL_ISOLATION!r} (under the server's "
+            "REPEATABLE READ a claim's gap locks hold up every enqueue).",
+            hint=f"Set OPTIONS['isolation_level'] = {MYSQL_ISOLATION!r} (Django's default "
+            "when the key is absent).",
+            id="later_django.E022",
+        )
+    ]
+
+
 @checks.register()
 def check_admin_tools_order(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """E012 (W002 where Django still ships ``django.utils.itercompat``): an

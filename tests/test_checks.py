@@ -11,7 +11,12 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from later_django.checks import check_admin_tools_order, check_later_settings, check_sqlite_options
+from later_django.checks import (
+    check_admin_tools_order,
+    check_later_settings,
+    check_mysql_isolation,
+    check_sqlite_options,
+)
 from later_django.conf import KNOWN_KEYS, later_settings
 
 
@@ -82,6 +87,35 @@ def test_sqlite_without_immediate_transactions_is_warned_about(settings) -> None
         found = ids_and_messages(check_sqlite_options())
     assert [check_id for check_id, _ in found] == ["later_django.W001"]
     assert "transaction_mode" in found[0][1]
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+@pytest.mark.parametrize(
+    ("options", "refused"),
+    [
+        ({}, False),  # Django's default for MySQL is READ COMMITTED
+        ({"isolation_level": "read committed"}, False),
+        ({"isolation_level": "READ COMMITTED"}, False),
+        ({"isolation_level": "repeatable read"}, True),
+        ({"isolation_level": None}, True),  # no SET: the server's REPEATABLE READ
+        ({"isolation_level": "serializable"}, True),
+    ],
+)
+def test_mariadb_must_run_at_read_committed(settings, options: dict, refused: bool) -> None:
+    """E022 names the alias, the value found and the setting to write."""
+    databases = {alias: dict(config) for alias, config in settings.DATABASES.items()}
+    databases["shop"] = {"ENGINE": "django.db.backends.mysql", "NAME": "shop", "OPTIONS": options}
+    with override_settings(DATABASES=databases, LATER={"DATABASE": "shop"}):
+        found = ids_and_messages(check_mysql_isolation())
+    assert [check_id for check_id, _ in found] == (["later_django.E022"] if refused else [])
+    if refused:
+        message = found[0][1]
+        assert "DATABASES['shop']" in message and repr(options["isolation_level"]) in message
+        assert "'read committed'" in message
+
+
+def test_the_isolation_check_leaves_other_databases_alone(settings) -> None:
+    assert check_mysql_isolation() == []
 
 
 def test_a_misspelled_top_level_key_is_an_error_naming_it_and_the_known_keys(
