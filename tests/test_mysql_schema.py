@@ -418,3 +418,48 @@ def test_mariadb_migrates_to_zero_and_back(mariadb: str) -> None:
     finally:
         migrate(mariadb)
     assert later_tables(mariadb) == EXPECTED_TABLES
+
+
+#: Columns of the MySQL tables that no model has (decisions 214, 215).
+MYSQL_ONLY_COLUMNS = {
+    "later_jobs_index": {"payload_type_hash", "error_class_hash"},
+    "later_log_consumer_member": {"id", "member_hash"},
+    "later_storage_range": {"value_hash"},
+    "later_task_minute": {"id", "row_hash"},
+}
+
+
+def test_mariadb_tables_hold_the_models_columns(mariadb: str) -> None:
+    """Each table has its model's columns, with the model's nullability, plus only the
+    hash and surrogate columns; the ORM reads and writes each model there (the cold
+    paths and Django's later operations see the tables they expect)."""
+    from django.apps import apps
+
+    connection = connections[mariadb]
+    for model in apps.get_app_config("later_django").get_models():
+        table = model._meta.db_table
+        with connection.cursor() as cursor:
+            described = connection.introspection.get_table_description(cursor, table)
+        columns = {column.name: column.null_ok for column in described}
+        fields = {
+            field.column: bool(field.null) for field in model._meta.concrete_fields if field.column
+        }
+        assert set(columns) - set(fields) == MYSQL_ONLY_COLUMNS.get(table, set()), table
+        assert {name: columns[name] for name in fields} == fields, table
+        assert list(model.objects.using(mariadb).all()[:1]) == []
+    from later_django.models import StorageRangeItem, TaskMinuteMetric
+
+    StorageRangeItem.objects.using(mariadb).create(range_key="k", value=b"v")
+    TaskMinuteMetric.objects.using(mariadb).create(
+        namespace="ns",
+        minute_bucket=1,
+        task_path="a.b",
+        queue_name="q",
+        outcome="succeeded",
+        error_class="",
+        duration_bucket=3,
+    )
+    assert TaskMinuteMetric.objects.using(mariadb).get(namespace="ns").task_path == "a.b"
+    assert TaskMinuteMetric.objects.using(mariadb).filter(namespace="ns").delete()[0] == 1
+    (stored,) = StorageRangeItem.objects.using(mariadb).filter(range_key="k")
+    assert bytes(stored.value) == b"v"
