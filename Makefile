@@ -15,6 +15,12 @@ $(VENV)/.installed: pyproject.toml
 	  "$$interp" -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,postgres]'
+	@if pkg-config --exists libmariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null; then \
+	  $(PY) -m pip install --quiet -e '.[mysql]'; \
+	else \
+	  echo "NOTE: no MariaDB/MySQL client headers (apt-get install pkg-config libmariadb-dev):"; \
+	  echo "      the mysql extra is not installed and the MariaDB schema tests will be skipped."; \
+	fi
 	@touch $@
 
 venv: $(VENV)/.installed

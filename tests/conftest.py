@@ -50,7 +50,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         pg = f"PostgreSQL SKIPPED ({settings.POSTGRES_PROBLEM})"
     if getattr(config.option, "numprocesses", None):
         sqlite = "in a temporary directory per xdist worker"
-    return [f"later_django databases: SQLite file {sqlite}; {pg}"]
+    if "mariadb" in settings.DATABASES:
+        mariadb = f"MariaDB {settings.MARIADB_URL} (schema tests only: no driver yet)"
+    else:
+        mariadb = f"MariaDB SKIPPED ({settings.MARIADB_PROBLEM})"
+    return [f"later_django databases: SQLite file {sqlite}; {pg}; {mariadb}"]
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -5,6 +5,10 @@
 ``postgres://root@127.0.0.1:5432/test``). It is left out, and its tests are
 skipped, only when no server answers and ``LATER_REQUIRE_POSTGRES`` is unset;
 with the variable set (as ``.ci/run`` does) an unreachable server is an error.
+``mariadb`` comes from ``LATER_TEST_MARIADB_URL`` (default
+``mysql://root@127.0.0.1:3306/later``) the same way (``LATER_REQUIRE_MARIADB``). No
+driver runs on it yet: only the schema tests (``tests/test_mysql_schema.py``) use it,
+and it is not among the ``db_alias`` parameters of the suite.
 """
 
 import atexit
@@ -15,7 +19,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from tests.pg_reachable import postgres_problem
+from tests.pg_reachable import mariadb_problem, postgres_problem
 
 SECRET_KEY = "later-django-tests"
 DEBUG = False
@@ -109,6 +113,22 @@ elif os.environ.get("LATER_REQUIRE_POSTGRES"):
     raise RuntimeError(
         f"LATER_REQUIRE_POSTGRES is set but PostgreSQL at {POSTGRES_URL} is unreachable: "
         f"{POSTGRES_PROBLEM}"
+    )
+
+MARIADB_URL = os.environ.get("LATER_TEST_MARIADB_URL", "mysql://root@127.0.0.1:3306/later")
+MARIADB_PROBLEM = mariadb_problem(MARIADB_URL)
+if MARIADB_PROBLEM is None:
+    DATABASES["mariadb"] = dj_database_url.parse(MARIADB_URL)
+    # READ COMMITTED: the isolation the driver will require (issue 36).
+    DATABASES["mariadb"]["OPTIONS"] = {"isolation_level": "read committed", "charset": "utf8mb4"}
+    DATABASES["mariadb"]["TEST"] = {
+        "NAME": os.environ.get("LATER_TEST_MARIADB_NAME", "test_later_django"),
+        "CHARSET": "utf8mb4",
+    }
+elif os.environ.get("LATER_REQUIRE_MARIADB"):
+    raise RuntimeError(
+        f"LATER_REQUIRE_MARIADB is set but MariaDB at {MARIADB_URL} is unreachable: "
+        f"{MARIADB_PROBLEM}"
     )
 
 LATER = {"NAMESPACE": "default"}

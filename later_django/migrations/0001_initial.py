@@ -8,8 +8,10 @@ migrations are never edited: changes come as new migrations.
 
 from django.db import migrations, models
 
+from later_django.migration_operations import ReleasedMigration
 
-class Migration(migrations.Migration):
+
+class Migration(ReleasedMigration):
     initial = True
 
     dependencies = []

@@ -15,9 +15,7 @@ statement, however many rows) into shard ``pg_backend_pid() % 8``, so workers
 do not queue behind one hot counter row.
 """
 
-from django.db import migrations
-
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 LIVE_STAGES = "('delayed', 'waiting', 'enqueued', 'running', 'requeued')"
 
@@ -280,7 +278,7 @@ POSTGRES_DROP_TRIGGERS = [
 ]
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0001_initial")]
 
     operations = [

@@ -19,9 +19,7 @@ candidates are locked ``FOR UPDATE SKIP LOCKED`` in a CTE that the ``UPDATE``
 joins. With at least ``p_batch`` ready it takes ``p_batch``, else one.
 """
 
-from django.db import migrations
-
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 CREATE_CLAIM_FUNCTION = """
 CREATE FUNCTION later_claim_batch(
@@ -57,7 +55,7 @@ $$
 """
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0002_triggers_and_indexes")]
 
     operations = [

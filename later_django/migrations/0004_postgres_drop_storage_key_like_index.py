@@ -7,9 +7,7 @@ order (the column's ``"C"`` collation, see migration 0002) and never with
 0.04 ms of the 0.77 ms an enqueue transaction took here. SQLite has no such index.
 """
 
-from django.db import migrations
-
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 DROP_LIKE_TWIN = """
 DO $$
@@ -30,7 +28,7 @@ RECREATE_LIKE_TWIN = (
 )
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0003_postgres_claim_function")]
 
     operations = [

@@ -26,9 +26,7 @@ Then the finished rows already in the index are counted into shard 0
 
 from importlib import import_module
 
-from django.db import migrations
-
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 # 0002's trigger builders and stage list (a module name cannot be imported by ``from``).
 _0002 = import_module("later_django.migrations.0002_triggers_and_indexes")
@@ -55,7 +53,7 @@ REMOVE_FINISHED_COUNTERS = "DELETE FROM later_stage_counts WHERE stage IN " + FI
 POSTGRES_LOCK_INDEX = "LOCK TABLE later_jobs_index IN SHARE ROW EXCLUSIVE MODE"
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0004_postgres_drop_storage_key_like_index")]
 
     operations = [

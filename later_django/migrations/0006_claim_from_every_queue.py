@@ -15,9 +15,7 @@ Reverse: migration 0003's function body comes back.
 
 from importlib import import_module
 
-from django.db import migrations
-
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 # 0003's function text (a module name cannot be imported by ``from``): the reverse.
 _0003 = import_module("later_django.migrations.0003_postgres_claim_function")
@@ -59,7 +57,7 @@ CLAIM_FROM_LISTED_QUEUES = _0003.CREATE_CLAIM_FUNCTION.replace(
 )
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0005_count_finished_stages")]
 
     operations = [

@@ -88,9 +88,7 @@ SQLite has no fillfactor, HOT or autovacuum: nothing changes there. Reverse: the
 claim index with ``lease_until`` again, every option above reset to the server's.
 """
 
-from django.db import migrations
-
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 QUEUE_VACUUM = {
     "autovacuum_vacuum_scale_factor": "0",
@@ -147,7 +145,7 @@ COVERING_CLAIM_INDEX = [
 ]
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0006_claim_from_every_queue")]
 
     operations = [

@@ -34,9 +34,7 @@ SQLite has no function: its claim and read are in-process and cost no round
 trip. Reverse: the function is dropped.
 """
 
-from django.db import migrations
-
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 CREATE_CLAIM_WITH_RECORDS = r"""
 CREATE FUNCTION later_claim_with_records(
@@ -104,7 +102,7 @@ DROP_CLAIM_WITH_RECORDS = (
 )
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0007_postgres_lean_tables")]
 
     operations = [

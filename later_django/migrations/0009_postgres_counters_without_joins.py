@@ -23,9 +23,7 @@ row triggers join nothing. Reverse: the functions of 0005 and 0002 come back.
 
 from importlib import import_module
 
-from django.db import migrations
-
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 # Earlier migrations' builders and stage lists (a module name cannot be imported by ``from``).
 _0002 = import_module("later_django.migrations.0002_triggers_and_indexes")
@@ -118,7 +116,7 @@ _QUEUE_DEPTH_0002 = _0002.POSTGRES_FUNCTIONS[0].replace(
 )
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0008_claim_with_records")]
 
     operations = [

@@ -23,9 +23,7 @@ that code).
 
 from importlib import import_module
 
-from django.db import migrations
-
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 _0002 = import_module("later_django.migrations.0002_triggers_and_indexes")
 _0005 = import_module("later_django.migrations.0005_count_finished_stages")
@@ -55,7 +53,7 @@ assert not any(f in t for f in _SQLITE_FILTERS for t in SQLITE_STAGE_COUNT_TRIGG
 REMOVE_CANCELLED_COUNTERS = "DELETE FROM later_stage_counts WHERE stage = 'cancelled'"
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0009_postgres_counters_without_joins")]
 
     operations = [

@@ -9,8 +9,10 @@ next beat.
 
 from django.db import migrations, models
 
+from later_django.migration_operations import ReleasedMigration
 
-class Migration(migrations.Migration):
+
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0010_count_every_stage")]
 
     operations = [

@@ -13,8 +13,10 @@ Reverse: the table is dropped with its figures (the jobs are untouched).
 
 from django.db import migrations, models
 
+from later_django.migration_operations import ReleasedMigration
 
-class Migration(migrations.Migration):
+
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0011_worker_busy_queues")]
 
     operations = [

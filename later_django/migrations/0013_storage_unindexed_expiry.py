@@ -20,8 +20,10 @@ nullable column (no rewrite on either vendor). Reverse: the expiries move back i
 
 from django.db import migrations, models
 
+from later_django.migration_operations import ReleasedMigration
 
-class Migration(migrations.Migration):
+
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0012_task_minute")]
 
     operations = [

@@ -27,7 +27,7 @@ rule reads as "not delivered"). Reverse: the function and the column are dropped
 
 from django.db import migrations, models
 
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 ADD_COLUMN = "ALTER TABLE later_delivery_queue ADD COLUMN deliveries integer NOT NULL DEFAULT 0"
 DROP_COLUMN = "ALTER TABLE later_delivery_queue DROP COLUMN deliveries"
@@ -100,7 +100,7 @@ DROP_CLAIM_COUNTED = (
 )
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0013_storage_unindexed_expiry")]
 
     operations = [

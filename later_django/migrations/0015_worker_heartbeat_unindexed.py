@@ -11,8 +11,10 @@ and the purge of dead rows find them through the primary key's leading
 
 from django.db import migrations
 
+from later_django.migration_operations import ReleasedMigration
 
-class Migration(migrations.Migration):
+
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0014_delivery_count")]
 
     operations = [

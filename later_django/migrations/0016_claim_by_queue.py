@@ -40,9 +40,7 @@ Reverse: 0007's index (PostgreSQL) or 0002's (SQLite), and 0014's function.
 
 from importlib import import_module
 
-from django.db import migrations
-
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 _0014 = import_module("later_django.migrations.0014_delivery_count")
 
@@ -112,7 +110,7 @@ CLAIM_IN_ORDER = _0014.CREATE_CLAIM_COUNTED.replace(
 )
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0015_worker_heartbeat_unindexed")]
 
     operations = [

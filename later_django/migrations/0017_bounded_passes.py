@@ -11,9 +11,7 @@ row written, on columns already indexed, so no update loses HOT). Reverse: dropp
 Renumbered and re-chained at merge (0016, a claim index, is written meanwhile).
 """
 
-from django.db import migrations
-
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 CREATE = (
     "CREATE INDEX later_jobs_index_queued_idx ON later_jobs_index (namespace, job_id) "
@@ -22,7 +20,7 @@ CREATE = (
 DROP = "DROP INDEX IF EXISTS later_jobs_index_queued_idx"
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0016_claim_by_queue")]
 
     operations = [

@@ -33,7 +33,7 @@ from typing import Any
 
 from django.db import migrations, models
 
-from later_django.migration_operations import VendorSQL
+from later_django.migration_operations import ReleasedMigration, VendorSQL
 
 #: The partial predicate of the three indexes (the list statements repeat it, so
 #: SQLite, which matches terms, uses them).
@@ -132,7 +132,7 @@ def backfill(apps: Any, schema_editor: Any) -> None:
                 )
 
 
-class Migration(migrations.Migration):
+class Migration(ReleasedMigration):
     dependencies = [("later_django", "0017_bounded_passes")]
 
     operations = [
