@@ -6,7 +6,7 @@
 skipped, only when no server answers and ``LATER_REQUIRE_POSTGRES`` is unset;
 with the variable set (as ``.ci/run`` does) an unreachable server is an error.
 ``mariadb`` comes from ``LATER_TEST_MARIADB_URL`` (default
-``mysql://root@127.0.0.1:3306/later``) the same way (``LATER_REQUIRE_MARIADB``). No
+``mysql://root@127.0.0.1:3306/test``) the same way (``LATER_REQUIRE_MARIADB``). No
 driver runs on it yet: only the schema tests (``tests/test_mysql_schema.py``) use it,
 and it is not among the ``db_alias`` parameters of the suite.
 """
@@ -115,7 +115,10 @@ elif os.environ.get("LATER_REQUIRE_POSTGRES"):
         f"{POSTGRES_PROBLEM}"
     )
 
-MARIADB_URL = os.environ.get("LATER_TEST_MARIADB_URL", "mysql://root@127.0.0.1:3306/later")
+# The server's ``test`` database (it exists on this machine and CI's, as PostgreSQL's):
+# a command run in a subprocess with these settings runs Django's database checks,
+# which connect to it.
+MARIADB_URL = os.environ.get("LATER_TEST_MARIADB_URL", "mysql://root@127.0.0.1:3306/test")
 MARIADB_PROBLEM = mariadb_problem(MARIADB_URL)
 if MARIADB_PROBLEM is None:
     DATABASES["mariadb"] = dj_database_url.parse(MARIADB_URL)

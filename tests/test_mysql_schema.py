@@ -38,6 +38,8 @@ from later_django.migration_operations import (
 from tests.test_migrations import EXPECTED_INDEXES, EXPECTED_TABLES
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
 
 RELEASED = "tests.released_migrations"
 RELEASED_NAMES = [
