@@ -21,7 +21,6 @@ import pytest
 from django.conf import settings
 
 from tests import lanes
-from tests.lanes import pytest_collection_modifyitems  # noqa: F401  (a hook: the lanes' order)
 
 ALIASES = {"sqlite": "default", "postgres": "postgres"}
 #: The user property naming the database a test ran on ("sqlite"/"postgres"), for the
@@ -46,8 +45,13 @@ def pytest_configure(config: pytest.Config) -> None:
 MARIADB_ALIAS = "mariadb"
 
 
-@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The lanes' marks and order (``tests.lanes``), then MariaDB only where asked."""
+    lanes.pytest_collection_modifyitems(config, items)
+    _mariadb_where_used(items)
+
+
+def _mariadb_where_used(items: list[pytest.Item]) -> None:
     if MARIADB_ALIAS not in settings.DATABASES:
         return
     others = [alias for alias in settings.DATABASES if alias != MARIADB_ALIAS]
