@@ -40,8 +40,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: Until the MariaDB driver exists (issue 36), ``databases="__all__"`` means SQLite and
 #: PostgreSQL: flushing the MariaDB test database after every transactional test cost
-#: ``make test`` 100 s (421 s against 319 s) for no test of it. A module that tests
-#: MariaDB says so with ``USES_MARIADB = True`` and keeps the alias.
+#: ``tests/engine`` a fifth of its time (73.5 s against 61.2 s, ``-n 4``) for no test
+#: of it. A module that tests MariaDB says so with ``USES_MARIADB = True``.
 MARIADB_ALIAS = "mariadb"
 
 
