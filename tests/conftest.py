@@ -16,9 +16,11 @@ import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db import connections
 
 from tests import lanes
 
@@ -65,6 +67,20 @@ def _mariadb_where_used(items: list[pytest.Item]) -> None:
             pytest.mark.django_db(*marker.args, **{**marker.kwargs, "databases": others}),
             append=False,
         )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _mariadb_server_known(django_db_blocker: Any) -> None:
+    """The MariaDB server's version, read once at the session's start: Django 6's plain
+    ``check`` validates the models' fields against every alias (``list(connections)``),
+    and on MySQL that asks the server its version, which a test not marked for
+    ``mariadb`` may not do (it passed or failed by which test had connected first).
+    Django keeps the answer on the alias's connection; the connection is closed, so
+    the test database's setup opens its own."""
+    if MARIADB_ALIAS in settings.DATABASES:
+        with django_db_blocker.unblock():
+            connections[MARIADB_ALIAS].mysql_server_data  # noqa: B018 (cached by Django)
+            connections[MARIADB_ALIAS].close()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
