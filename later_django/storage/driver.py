@@ -63,6 +63,9 @@ class RowsStatement:
     sql: str
     row: str = ""
     one: str = ""
+    #: Between two row groups (SQLite, MySQL): ``", "`` for a ``VALUES`` list,
+    #: ``" UNION ALL "`` for MySQL's derived rows (``SELECT ... UNION ALL SELECT ...``).
+    joiner: str = ", "
 
 
 class Subscription(Protocol):
