@@ -25,6 +25,9 @@ from django.db import connections
 from tests import lanes
 
 ALIASES = {"sqlite": "default", "postgres": "postgres"}
+#: Databases that only some modules run on (their own parametrisation, never
+#: ``db_alias``'s): MariaDB, while its driver has statements for some stores only.
+OWN_ALIASES = {"mariadb": "mariadb"}
 #: The user property naming the database a test ran on ("sqlite"/"postgres"), for the
 #: summary; a property travels with the report from an xdist worker to the controller.
 DATABASE_PROPERTY = "later_database"
@@ -95,7 +98,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if getattr(config.option, "numprocesses", None):
         sqlite = "in a temporary directory per xdist worker"
     if "mariadb" in settings.DATABASES:
-        mariadb = f"MariaDB {settings.MARIADB_URL} (schema tests only: no driver yet)"
+        mariadb = (
+            f"MariaDB {settings.MARIADB_URL} (the schema and the modules with their own "
+            "MariaDB cases: the driver has kv statements only)"
+        )
     else:
         mariadb = f"MariaDB SKIPPED ({settings.MARIADB_PROBLEM})"
     return [f"later_django databases: SQLite file {sqlite}; {pg}; {mariadb}"]
@@ -104,6 +110,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """States how many test cases ran on each database, so a run says it covered both."""
     counts = {name: {"passed": 0, "failed": 0, "skipped": 0} for name in ALIASES}
+    counts.update({name: {"passed": 0, "failed": 0, "skipped": 0} for name in OWN_ALIASES})
     for outcome in ("passed", "failed", "skipped", "error"):
         for report in terminalreporter.stats.get(outcome, []):
             name = dict(getattr(report, "user_properties", ())).get(DATABASE_PROPERTY)
@@ -147,8 +154,10 @@ def use_database(request: pytest.FixtureRequest, name: str) -> str:
     """The alias of database ``name`` for this test: records it for the summary,
     skips when PostgreSQL is unreachable, and starts the test with empty counters."""
     request.node.user_properties.append((DATABASE_PROPERTY, name))
-    alias = ALIASES[name]
+    alias = ALIASES[name] if name in ALIASES else OWN_ALIASES[name]
     if alias not in settings.DATABASES:
+        if alias == MARIADB_ALIAS:
+            pytest.skip(f"MariaDB unreachable: {settings.MARIADB_PROBLEM}")
         pytest.skip(f"PostgreSQL unreachable: {settings.POSTGRES_PROBLEM}")
     if request.node.get_closest_marker("django_db"):
         clear_counters(alias)
@@ -158,9 +167,9 @@ def use_database(request: pytest.FixtureRequest, name: str) -> str:
 def clear_counters(alias: str) -> None:
     """Empties the trigger-kept counters before a test.
 
-    Django's flush between transactional tests empties SQLite tables with
-    ``DELETE``, which fires the counter triggers and can leave counter rows
-    behind for the next test (PostgreSQL's ``TRUNCATE`` fires none).
+    Django's flush between transactional tests empties SQLite and MySQL/MariaDB
+    tables with ``DELETE``, which fires the counter triggers and can leave counter
+    rows behind for the next test (PostgreSQL's ``TRUNCATE`` fires none).
     """
     from django.db import connections
 

@@ -46,6 +46,25 @@ class Replanned(str):
     __slots__ = ()
 
 
+class Returning(str):
+    """A write and the read that answers what ``RETURNING`` would have, for a vendor
+    without ``RETURNING`` (MySQL/MariaDB): ``writes`` run in order, then ``read``, all
+    with the caller's parameters, on one connection and in one transaction (the
+    caller's, or one of their own). Only the MySQL driver's cursor runs it. Its text,
+    for logs and errors, is every statement behind a word no SQL starts with: run as
+    text by mistake (mysqlclient allows several statements per call), the server
+    refuses it before any write."""
+
+    writes: tuple[str, ...]
+    read: str
+
+    def __new__(cls, writes: Sequence[str], read: str) -> Returning:
+        statement = super().__new__(cls, "RETURNING_EMULATED " + ";\n".join([*writes, read]))
+        statement.writes = tuple(writes)
+        statement.read = read
+        return statement
+
+
 @dataclass(frozen=True)
 class RowsStatement:
     """A statement that writes many rows in one round trip.
@@ -63,6 +82,16 @@ class RowsStatement:
     sql: str
     row: str = ""
     one: str = ""
+    #: Between two row groups (SQLite, MySQL): ``", "`` for a ``VALUES`` list,
+    #: ``" UNION ALL "`` for MySQL's derived rows (``SELECT ... UNION ALL SELECT ...``).
+    joiner: str = ", "
+    #: MySQL: a statement of the same rows (``{values}``, ``row``, ``joiner``) run
+    #: before ``sql`` in its transaction (what PostgreSQL's conflict clause decides
+    #: row by row, done first: the range members an upsert must not keep).
+    before: str = ""
+    #: MySQL: a statement of the same rows run after ``sql``, returning what
+    #: PostgreSQL's ``RETURNING`` returns (``execute_rows(returning=True)``).
+    read: str = ""
 
 
 class Subscription(Protocol):
@@ -100,6 +129,21 @@ def prefix_placeholders(sql: str, prefix: str, keep: frozenset[str] = frozenset(
     return PLACEHOLDER.sub(rename, sql)
 
 
+class UnwrittenQueries:
+    """The stand-in for a store's statements a driver does not have (yet): any
+    statement asked of it raises ``LookupError`` naming the vendor and the store."""
+
+    def __init__(self, vendor: str, base: type) -> None:
+        self._vendor = vendor
+        self._base = base
+
+    def __getattr__(self, name: str) -> Any:
+        raise LookupError(
+            f"the {self._vendor} driver has no statements for "
+            f"{self._base.__qualname__} (asked for {name!r})"
+        )
+
+
 class Driver:
     """Runs statements on the Django connection of the alias ``using``.
 
@@ -132,14 +176,16 @@ class Driver:
         return queries
 
     def queries(self, base: type[Q]) -> Q:
-        """This vendor's statements of a store: the registered subclass of ``base``."""
+        """This vendor's statements of a store: the registered subclass of ``base``, or
+        an :class:`UnwrittenQueries` whose first statement raises ``LookupError``."""
         try:
             queries: Q = self.query_classes[base]()
             return queries
         except KeyError:
-            raise LookupError(
-                f"the {self.vendor} driver has no statements for {base.__qualname__}"
-            ) from None
+            # A store is built with every other (``stores_for``); it fails at its first
+            # statement, so a driver being written store by store serves the rest.
+            missing: Q = UnwrittenQueries(self.vendor, base)  # type: ignore[assignment]
+            return missing
 
     # --- running statements ---
 

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from later_django.storage.driver import Driver, Params, Row
-from later_django.storage.queries.leases import LeaseQueries, LeaseTable
+from later_django.storage.queries.leases import LeaseQueries, LeaseStatements, LeaseTable
 
 Slot = tuple[Any, ...]
 
@@ -55,9 +56,18 @@ class LeaseStore:
     def __init__(self, driver: Driver, table: LeaseTable) -> None:
         self._driver = driver
         self.table = table
-        queries = driver.queries(LeaseQueries)
-        self._binds_lists = queries.binds_slot_lists
-        self._q = queries.of(table)
+        self._queries = driver.queries(LeaseQueries)
+
+    # Read at first use, not at construction: a driver without lease statements yet
+    # (MySQL, issue 36) still builds every store; after the first use these are plain
+    # instance attributes.
+    @cached_property
+    def _binds_lists(self) -> bool:
+        return self._queries.binds_slot_lists
+
+    @cached_property
+    def _q(self) -> LeaseStatements:
+        return self._queries.of(self.table)
 
     def _scope(self, scope: Sequence[Any]) -> dict[str, Any]:
         if len(scope) != len(self.table.scope):

@@ -42,6 +42,7 @@ from later_django.storage.upkeep import UpkeepStore
 #: imported when an alias of that vendor is first used, so a process that only
 #: talks to SQLite never loads the PostgreSQL statements, nor the other way round.
 _DRIVERS: dict[str, tuple[str, str]] = {
+    "mysql": ("later_django.storage.mysql", "MysqlDriver"),
     "postgresql": ("later_django.storage.postgres", "PostgresDriver"),
     "sqlite": ("later_django.storage.sqlite", "SqliteDriver"),
 }

@@ -1,5 +1,9 @@
-"""Conformance of ``KeyValuePort`` (``stores_for(alias).kv``) on SQLite and PostgreSQL:
-``expire``, ``get_many_for_update`` and ``range_members_many``, as their docstrings state."""
+"""Conformance of ``KeyValuePort`` (``stores_for(alias).kv``) on SQLite, PostgreSQL and
+MariaDB: ``expire``, ``get_many_for_update`` and ``range_members_many``, as their
+docstrings state.
+
+MariaDB runs here through this module's own ``db_alias`` (the shared one leaves it out
+while the MySQL driver has statements for the kv store only)."""
 
 from __future__ import annotations
 
@@ -11,14 +15,30 @@ from django.db import OperationalError, connections, transaction
 from later_django.core.clock import now_ms
 from later_django.storage.stores import stores_for
 from later_django.storage.types import Increment, RangeAdd, RangeRemove, Set
+from tests.conftest import ALIASES, OWN_ALIASES, use_database
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+
+
+@pytest.fixture(params=[*ALIASES, *OWN_ALIASES])
+def db_alias(request: pytest.FixtureRequest) -> str:
+    """SQLite, PostgreSQL and MariaDB (each skipped only when unreachable)."""
+    return use_database(request, request.param)
+
+
+def _key(db_alias: str) -> str:
+    """The ``key`` column as the vendor spells it (a reserved word on MySQL)."""
+    return connections[db_alias].ops.quote_name("key")
 
 
 def stored(db_alias: str, key: str) -> tuple | None:
     """``(value, date_expire)`` of ``key`` as stored, expired or not."""
     with connections[db_alias].cursor() as cursor:
-        cursor.execute("SELECT value, date_expire FROM later_storage WHERE key = %s", [key])
+        cursor.execute(
+            f"SELECT value, date_expire FROM later_storage WHERE {_key(db_alias)} = %s", [key]
+        )
         row = cursor.fetchone()
     if row is None:
         return None
@@ -28,7 +48,7 @@ def stored(db_alias: str, key: str) -> tuple | None:
 
 def row_count(db_alias: str, key: str) -> int:
     with connections[db_alias].cursor() as cursor:
-        cursor.execute("SELECT COUNT(*) FROM later_storage WHERE key = %s", [key])
+        cursor.execute(f"SELECT COUNT(*) FROM later_storage WHERE {_key(db_alias)} = %s", [key])
         return cursor.fetchone()[0]
 
 
@@ -120,10 +140,13 @@ def _try_write_from_another_connection(db_alias: str, key: str) -> BaseException
             with connection.cursor() as cursor:
                 if connection.vendor == "postgresql":
                     cursor.execute("SET lock_timeout = '200ms'")
+                elif connection.vendor == "mysql":
+                    cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
                 else:
                     cursor.execute("PRAGMA busy_timeout = 200")
                 cursor.execute(
-                    "UPDATE later_storage SET value = %s WHERE key = %s", [b"intruder", key]
+                    f"UPDATE later_storage SET value = %s WHERE {_key(db_alias)} = %s",
+                    [b"intruder", key],
                 )
             outcome.append(None)
         except BaseException as error:
@@ -217,7 +240,7 @@ def test_decrement_counters_empties_the_ranges_it_is_given(db_alias: str) -> Non
 
 def test_concurrent_decrements_of_one_counter_each_see_their_own_result(db_alias: str) -> None:
     """Of concurrent callers exactly one brings the counter to 0 (SQLite serialises
-    writers; PostgreSQL locks the row until each transaction commits)."""
+    writers; PostgreSQL and MariaDB lock the row until each transaction commits)."""
     kv = stores_for(db_alias).kv
     callers = 6
     kv.apply([Increment("fan", callers)])

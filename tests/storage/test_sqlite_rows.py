@@ -1,11 +1,11 @@
-"""SQLite's rows statements bound positionally (``PositionalRows``): every value lands
-on its placeholder, whether the row group names only row fields or mixes in shared
-values. Pure: no database."""
+"""Rows statements bound positionally (``PositionalRows``, shared by the SQLite and
+MySQL drivers): every value lands on its placeholder, whether the row group names only
+row fields or mixes in shared values. Pure: no database."""
 
 from __future__ import annotations
 
 from later_django.storage.driver import RowsStatement
-from later_django.storage.sqlite import positional_rows
+from later_django.storage.rows import positional_rows
 
 STATEMENT = RowsStatement(
     sql="INSERT INTO t (ns, a, b, c, at) VALUES {values} ON CONFLICT DO NOTHING -- %(tag)s",
@@ -50,3 +50,20 @@ def test_a_row_group_of_one_field_and_shared_values() -> None:
     )
 
     assert compiled.params([{"a": 1}, {"a": 2}], {"ns": "N"}) == ["N", 1, "N", 2]
+
+
+def test_row_groups_are_joined_by_the_statements_joiner() -> None:
+    """MySQL's derived rows: ``SELECT ... UNION ALL SELECT ...``, values still in order."""
+    compiled = positional_rows(
+        RowsStatement(
+            sql="INSERT INTO t SELECT * FROM (SELECT NULL AS a WHERE FALSE UNION ALL {values}) d",
+            row="SELECT %(a)s",
+            joiner=" UNION ALL ",
+        )
+    )
+
+    assert compiled.sql(3) == (
+        "INSERT INTO t SELECT * FROM (SELECT NULL AS a WHERE FALSE UNION ALL "
+        "SELECT %s UNION ALL SELECT %s UNION ALL SELECT %s) d"
+    )
+    assert compiled.params([{"a": 1}, {"a": 2}, {"a": 3}], {}) == [1, 2, 3]

@@ -1,0 +1,173 @@
+"""The MySQL/MariaDB driver: JSON arrays for lists, positional rows for batches,
+and a write followed by a read where PostgreSQL and SQLite use ``RETURNING``.
+
+Django reports ``"mysql"`` for MariaDB as well. A list binds as one JSON array,
+read with ``JSON_TABLE``; a batch of rows is one statement whose row groups repeat
+(:mod:`later_django.storage.rows`, shared with SQLite), split by the size of the
+server's packet (mysqlclient binds on the client: there is no variable limit)
+into several statements in one transaction. MySQL has no ``RETURNING``: a vendor
+statement that needs one is a :class:`~later_django.storage.driver.Returning`
+(writes, then a read), which this driver's cursors run. Only the kv store has
+MySQL statements so far (issue 36); another store's ``driver.queries(...)``
+raises ``LookupError`` on first use.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from functools import cache
+from typing import Any, ClassVar
+
+from django.db import transaction
+
+from later_django.storage.driver import Driver, Params, Returning, Row, RowsStatement
+from later_django.storage.rows import PositionalRows, positional_rows
+
+#: A batch's statement stays under this share of ``max_allowed_packet``: the values'
+#: sizes are estimated (escaping may double a blob), never measured after binding.
+_PACKET_SHARE = 0.4
+#: What a bound value costs in the statement besides its bytes (quotes, separators).
+_VALUE_OVERHEAD = 16
+
+
+class ReturningCursor:
+    """Django's cursor of a MySQL connection that runs a :class:`Returning`: its
+    writes, then its read (whose rows ``fetchone``/``fetchall`` return), in the
+    caller's transaction or in one of their own. Any other statement runs as is."""
+
+    def __init__(self, cursor: Any, driver: MysqlDriver) -> None:
+        self._cursor = cursor
+        self._driver = driver
+
+    def __enter__(self) -> ReturningCursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cursor.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        if not isinstance(sql, Returning):
+            return self._cursor.execute(sql, params)
+        with self._driver.own_transaction():
+            for write in sql.writes:
+                self._cursor.execute(write, params)
+            return self._cursor.execute(sql.read, params)
+
+
+@cache
+def _compiled(statement: RowsStatement) -> tuple[PositionalRows | None, ...]:
+    """``statement``'s ``before``, ``sql`` and ``read`` as positional rows (once each)."""
+    return tuple(
+        positional_rows(RowsStatement(text, statement.row, joiner=statement.joiner))
+        if text
+        else None
+        for text in (statement.before, statement.sql, statement.read)
+    )
+
+
+class MysqlDriver(Driver):
+    vendor: ClassVar[str] = "mysql"
+    #: Filled by later_django.storage.mysql.queries, which stores.driver_class imports
+    #: when an alias of this vendor is first used.
+    query_classes: ClassVar[dict[type, type]] = {}
+
+    def __init__(self, using: str) -> None:
+        super().__init__(using)
+        self._packet_limit: int | None = None
+
+    def cursor(self) -> Any:
+        return ReturningCursor(self.connection.cursor(), self)
+
+    def own_transaction(self) -> AbstractContextManager[None]:
+        """A transaction for statements that must run together: the caller's when
+        there is one (no savepoint: a failure propagates and aborts it anyway),
+        else one of their own."""
+        if self.connection.in_atomic_block:
+            return nullcontext()
+        return transaction.atomic(using=self.using)
+
+    def execute_rows(
+        self,
+        statement: RowsStatement,
+        rows: Sequence[Params],
+        shared: Params | None = None,
+        *,
+        returning: bool = False,
+    ) -> list[Row]:
+        if not rows:
+            return []
+        before, write, read = _compiled(statement)
+        if write is None:
+            raise ValueError("a rows statement needs its sql")
+        if returning and read is None:
+            raise NotImplementedError(
+                "MySQL has no RETURNING: this rows statement needs a read to return rows"
+            )
+        shared = shared or {}
+        chunks = self._chunks(rows)
+        returned: list[Row] = []
+        together = len(chunks) > 1 or before is not None or returning
+        with (
+            self.own_transaction() if together else nullcontext(),
+            self.connection.cursor() as cursor,
+        ):
+            for chunk in chunks:
+                for compiled in (before, write):
+                    if compiled is not None:
+                        cursor.execute(compiled.sql(len(chunk)), compiled.params(chunk, shared))
+                if returning and read is not None:
+                    cursor.execute(read.sql(len(chunk)), read.params(chunk, shared))
+                    returned += [tuple(row) for row in cursor.fetchall()]
+        return returned
+
+    def _chunks(self, rows: Sequence[Params]) -> list[Sequence[Params]]:
+        """``rows`` cut so that each statement's estimated size stays well inside the
+        server's ``max_allowed_packet``."""
+        if len(rows) == 1:
+            return [rows]
+        limit = self.packet_limit() * _PACKET_SHARE
+        chunks: list[Sequence[Params]] = []
+        start, size = 0, 0
+        for at, row in enumerate(rows):
+            row_size = sum(
+                2 * len(value) + _VALUE_OVERHEAD
+                if isinstance(value, bytes | str)
+                else _VALUE_OVERHEAD
+                for value in row.values()
+            )
+            if size and size + row_size > limit:
+                chunks.append(rows[start:at])
+                start, size = at, 0
+            size += row_size
+        chunks.append(rows[start:])
+        return chunks
+
+    def packet_limit(self) -> int:
+        """The server's ``max_allowed_packet`` (asked once per driver)."""
+        if self._packet_limit is None:
+            with self.connection.cursor() as cursor:
+                cursor.execute("SELECT @@max_allowed_packet")
+                self._packet_limit = int(cursor.fetchone()[0])
+        return self._packet_limit
+
+    def list_param(self, values: Sequence[Any]) -> Any:
+        return json.dumps(list(values))
+
+    def write_transaction(self) -> AbstractContextManager[None]:
+        # InnoDB releases an autocommit statement's row locks when it ends: what must
+        # hold them together runs in a transaction (a savepoint inside the caller's).
+        return transaction.atomic(using=self.using)
+
+    def change_counter(self) -> int:
+        """MySQL has no cheap per-database change counter (SQLite's ``data_version``)
+        nor notifications (PostgreSQL's ``LISTEN``): a waiting worker will poll for
+        ready work instead, the third wake-up mode of issue 36, not built yet."""
+        raise NotImplementedError(
+            "the mysql driver has no change counter and no wake channel: the worker's "
+            "polling wake-up mode for MySQL/MariaDB is not built yet (issue 36)"
+        )

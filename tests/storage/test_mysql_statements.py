@@ -1,0 +1,123 @@
+"""Every statement the MySQL driver registers, checked before any store runs it: the
+MariaDB server prepares it (a reserved word, a syntax MariaDB lacks, ``LIMIT`` in a
+subquery all fail here), and its text avoids what MySQL 8.0 refuses or deprecates but
+a MariaDB-only CI cannot see (the survey's step 2, docs/design/mariadb-driver-survey.md)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from django.db import connections
+
+from later_django.storage.driver import PLACEHOLDER, Returning, RowsStatement
+from later_django.storage.stores import driver_class
+from tests.conftest import use_database
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+
+#: Text MySQL 8.0 or MariaDB 10.11 refuses, or MySQL deprecates (survey F1, F7).
+FORBIDDEN = {
+    "RETURNING": re.compile(r"\bRETURNING\b"),
+    "|| (OR on MySQL)": re.compile(r"\|\|"),
+    "CAST(... AS INTEGER)": re.compile(r"\bAS INTEGER\b", re.IGNORECASE),
+    "VALUES() in an upsert": re.compile(r"\bVALUES\s*\(\s*[a-z_]+\s*\)"),
+    "FOR SHARE": re.compile(r"\bFOR SHARE\b"),
+    "LATERAL": re.compile(r"\bLATERAL\b"),
+    "ON CONFLICT": re.compile(r"\bON CONFLICT\b"),
+    "VALUES (...) AS alias (MariaDB 1064)": re.compile(
+        r"\bVALUES\s*\((?:[^()]|\([^()]*\))*\)\s+AS\s+\w+"
+    ),
+    "derived column list AS t(a, b) (MariaDB 1064)": re.compile(r"\bAS\s+\w+\s*\(\w+\s*,"),
+    "key unquoted": re.compile(r"(?<![`(])\bkey\b(?![`)])"),
+}
+
+
+def statements() -> Iterator[tuple[str, str]]:
+    """``(name, text)`` of every registered MySQL statement (a rows statement for two
+    rows, each part of a ``Returning`` apart)."""
+    for base, queries in driver_class("mysql").query_classes.items():
+        instance = queries()
+        for name in sorted(dir(queries)):
+            value = getattr(instance, name)
+            label = f"{base.__name__}.{name}"
+            if isinstance(value, Returning):
+                for at, text in enumerate([*value.writes, value.read]):
+                    yield f"{label}[{at}]", text
+            elif isinstance(value, RowsStatement):
+                for part in ("before", "sql", "read"):
+                    text = getattr(value, part)
+                    if text:
+                        rows = value.joiner.join([value.row] * 2)
+                        yield f"{label}.{part}", text.replace("{values}", rows)
+            elif isinstance(value, str) and not name.startswith("_") and " " in value:
+                yield label, value
+
+
+ALL = list(statements())
+
+
+def test_the_kv_statements_are_all_there() -> None:
+    names = {name.split("[")[0].split(".")[1] for name, _ in ALL}
+    assert {"get", "set_many", "set_if_absent", "replace_if", "decrement_many"} <= names
+
+
+@pytest.mark.parametrize(("name", "text"), ALL, ids=[name for name, _ in ALL])
+def test_no_text_mysql_refuses(name: str, text: str) -> None:
+    found = [what for what, pattern in FORBIDDEN.items() if pattern.search(text)]
+    assert found == [], f"{name}: {found}"
+
+
+@pytest.mark.parametrize(("name", "text"), ALL, ids=[name for name, _ in ALL])
+def test_no_write_reads_its_own_table_in_a_subquery(name: str, text: str) -> None:
+    """MySQL (not MariaDB) refuses a DELETE or UPDATE whose subquery reads the table
+    it writes (error 1093)."""
+    if not re.match(r"(DELETE|UPDATE)\b", text):
+        return
+    target = re.search(r"\blater_\w+", text)
+    assert target is not None, name
+    subqueries = re.findall(r"\(SELECT\b[^()]*?\bFROM\s+(later_\w+)", text)
+    assert target.group() not in subqueries, name
+
+
+@pytest.mark.parametrize(("name", "text"), ALL, ids=[name for name, _ in ALL])
+def test_mariadb_prepares_it(request: pytest.FixtureRequest, name: str, text: str) -> None:
+    alias = use_database(request, "mariadb")
+    with connections[alias].cursor() as cursor:
+        cursor.execute("PREPARE later_statement_lint FROM %s", [PLACEHOLDER.sub("?", text)])
+        cursor.execute("DEALLOCATE PREPARE later_statement_lint")
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("SELECT key FROM later_storage WHERE key = %(key)s", "key unquoted"),
+        ("UPDATE t SET a = 1 WHERE b = 2 RETURNING a", "RETURNING"),
+        ("SELECT 'a' || 'b'", "|| (OR on MySQL)"),
+        ("SELECT CAST(x AS INTEGER)", "CAST(... AS INTEGER)"),
+        (
+            "INSERT INTO t (a) VALUES (1) ON DUPLICATE KEY UPDATE a = VALUES(a)",
+            "VALUES() in an upsert",
+        ),
+        (
+            "INSERT INTO t (a) VALUES (%(a)s) AS new ON DUPLICATE KEY UPDATE a = new.a",
+            "VALUES (...) AS alias (MariaDB 1064)",
+        ),
+        (
+            "SELECT * FROM (SELECT 1, 2) AS new(a, b)",
+            "derived column list AS t(a, b) (MariaDB 1064)",
+        ),
+    ],
+)
+def test_the_text_checks_catch_what_they_name(text: str, what: str) -> None:
+    assert FORBIDDEN[what].search(text)
+
+
+def test_the_own_table_check_catches_a_subquery_on_the_written_table() -> None:
+    with pytest.raises(AssertionError):
+        test_no_write_reads_its_own_table_in_a_subquery(
+            "bad", "DELETE FROM later_storage WHERE `key` IN (SELECT `key` FROM later_storage)"
+        )
