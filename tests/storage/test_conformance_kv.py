@@ -15,29 +15,21 @@ from django.db import OperationalError, connections, transaction
 from later_django.core.clock import now_ms
 from later_django.storage.stores import stores_for
 from later_django.storage.types import Increment, RangeAdd, RangeRemove, Set
-from tests.conftest import ALIASES, OWN_ALIASES, use_database
+from tests.storage import three_databases
+from tests.storage.three_databases import key_column
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 #: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
 USES_MARIADB = True
-
-
-@pytest.fixture(params=[*ALIASES, *OWN_ALIASES])
-def db_alias(request: pytest.FixtureRequest) -> str:
-    """SQLite, PostgreSQL and MariaDB (each skipped only when unreachable)."""
-    return use_database(request, request.param)
-
-
-def _key(db_alias: str) -> str:
-    """The ``key`` column as the vendor spells it (a reserved word on MySQL)."""
-    return connections[db_alias].ops.quote_name("key")
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 
 def stored(db_alias: str, key: str) -> tuple | None:
     """``(value, date_expire)`` of ``key`` as stored, expired or not."""
     with connections[db_alias].cursor() as cursor:
         cursor.execute(
-            f"SELECT value, date_expire FROM later_storage WHERE {_key(db_alias)} = %s", [key]
+            f"SELECT value, date_expire FROM later_storage WHERE {key_column(db_alias)} = %s", [key]
         )
         row = cursor.fetchone()
     if row is None:
@@ -48,7 +40,9 @@ def stored(db_alias: str, key: str) -> tuple | None:
 
 def row_count(db_alias: str, key: str) -> int:
     with connections[db_alias].cursor() as cursor:
-        cursor.execute(f"SELECT COUNT(*) FROM later_storage WHERE {_key(db_alias)} = %s", [key])
+        cursor.execute(
+            f"SELECT COUNT(*) FROM later_storage WHERE {key_column(db_alias)} = %s", [key]
+        )
         return cursor.fetchone()[0]
 
 
@@ -145,7 +139,7 @@ def _try_write_from_another_connection(db_alias: str, key: str) -> BaseException
                 else:
                     cursor.execute("PRAGMA busy_timeout = 200")
                 cursor.execute(
-                    f"UPDATE later_storage SET value = %s WHERE {_key(db_alias)} = %s",
+                    f"UPDATE later_storage SET value = %s WHERE {key_column(db_alias)} = %s",
                     [b"intruder", key],
                 )
             outcome.append(None)

@@ -20,22 +20,14 @@ from later_django.storage.types import (
     RangeRemove,
     Set,
 )
-from tests.conftest import ALIASES, OWN_ALIASES, use_database
+from tests.storage import three_databases
+from tests.storage.three_databases import key_column
 from tests.threads import at_once
 
 #: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
 USES_MARIADB = True
-
-
-@pytest.fixture(params=[*ALIASES, *OWN_ALIASES])
-def db_alias(request: pytest.FixtureRequest) -> str:
-    """SQLite, PostgreSQL and MariaDB (each skipped only when unreachable)."""
-    return use_database(request, request.param)
-
-
-def _key(db_alias: str) -> str:
-    """The ``key`` column as the vendor spells it (a reserved word on MySQL)."""
-    return connections[db_alias].ops.quote_name("key")
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 
 #: An operation that passes validation but fails in the database, after the
@@ -51,7 +43,7 @@ def expire_value_now(db_alias: str, key: str) -> None:
     """Moves the expiry of ``key`` into the past, as if its TTL had run out."""
     with connections[db_alias].cursor() as cursor:
         cursor.execute(
-            f"UPDATE later_storage SET date_expire = %s WHERE {_key(db_alias)} = %s",
+            f"UPDATE later_storage SET date_expire = %s WHERE {key_column(db_alias)} = %s",
             [now_ms() - 1_000, key],
         )
 
@@ -69,7 +61,7 @@ def stored_row(db_alias: str, key: str) -> tuple | None:
     with connections[db_alias].cursor() as cursor:
         cursor.execute(
             "SELECT value, counter_value, date_expire FROM later_storage "
-            f"WHERE {_key(db_alias)} = %s",
+            f"WHERE {key_column(db_alias)} = %s",
             [key],
         )
         row = cursor.fetchone()
@@ -127,7 +119,9 @@ def test_set_with_ttl_expires_the_value_at_now_plus_ttl(db_alias: str) -> None:
 def test_set_records_date_updated_only_when_it_replaces_a_value(db_alias: str) -> None:
     store = stores_for(db_alias).kv
     store.apply([Set("k", b"one")])
-    select = f"SELECT date_created, date_updated FROM later_storage WHERE {_key(db_alias)} = %s"
+    select = (
+        f"SELECT date_created, date_updated FROM later_storage WHERE {key_column(db_alias)} = %s"
+    )
     with connections[db_alias].cursor() as cursor:
         cursor.execute(select, ["k"])
         assert cursor.fetchone()[1] is None
@@ -178,7 +172,7 @@ def unindexed_expiry(db_alias: str, key: str) -> tuple[int | None, int | None]:
     with connections[db_alias].cursor() as cursor:
         cursor.execute(
             "SELECT date_expire, date_expire_unindexed FROM later_storage "
-            f"WHERE {_key(db_alias)} = %s",
+            f"WHERE {key_column(db_alias)} = %s",
             [key],
         )
         return cursor.fetchone()
@@ -197,7 +191,8 @@ def test_a_set_swept_with_the_job_index_keeps_its_expiry_unindexed_and_reads_abs
 
     with connections[db_alias].cursor() as cursor:
         cursor.execute(
-            f"UPDATE later_storage SET date_expire_unindexed = %s WHERE {_key(db_alias)} = 'rec'",
+            "UPDATE later_storage SET date_expire_unindexed = %s "
+            f"WHERE {key_column(db_alias)} = 'rec'",
             [now_ms() - 1],
         )
     assert store.get("rec") is None
