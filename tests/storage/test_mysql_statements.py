@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from later_django.storage.driver import PLACEHOLDER, Returning, RowsStatement
 from later_django.storage.stores import driver_class
@@ -83,12 +83,29 @@ def test_no_write_reads_its_own_table_in_a_subquery(name: str, text: str) -> Non
     assert target.group() not in subqueries, name
 
 
+def refusal(alias: str, text: str) -> str | None:
+    """What the server says when it is asked to prepare ``text`` (its placeholders as
+    ``?``): None when it prepared it, else its error."""
+    with connections[alias].cursor() as cursor:
+        try:
+            cursor.execute("PREPARE later_statement_lint FROM %s", [PLACEHOLDER.sub("?", text)])
+        except DatabaseError as error:
+            return str(error)
+        cursor.execute("DEALLOCATE PREPARE later_statement_lint")
+    return None
+
+
 @pytest.mark.parametrize(("name", "text"), ALL, ids=[name for name, _ in ALL])
 def test_mariadb_prepares_it(request: pytest.FixtureRequest, name: str, text: str) -> None:
     alias = use_database(request, "mariadb")
-    with connections[alias].cursor() as cursor:
-        cursor.execute("PREPARE later_statement_lint FROM %s", [PLACEHOLDER.sub("?", text)])
-        cursor.execute("DEALLOCATE PREPARE later_statement_lint")
+    assert refusal(alias, text) is None, name
+
+
+def test_mariadb_refuses_a_statement_it_cannot_parse(request: pytest.FixtureRequest) -> None:
+    """The check above can fail: ``key`` unquoted (a reserved word) is refused."""
+    alias = use_database(request, "mariadb")
+    refused = refusal(alias, "SELECT key FROM later_storage WHERE key = %(key)s")
+    assert refused is not None and "1064" in refused, refused
 
 
 @pytest.mark.parametrize(
