@@ -69,6 +69,14 @@ def check_task_policies(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     return [*errors, *warnings]
 
 
+def _later_database() -> tuple[str, dict[str, Any]]:
+    """The alias ``LATER["DATABASE"]`` names (``default`` when unset or unreadable: the
+    settings' own check reports that) and its ``DATABASES`` entry (empty if absent)."""
+    raw = getattr(settings, "LATER", {}) or {}
+    alias = raw.get("DATABASE", "default") if isinstance(raw, dict) else "default"
+    return alias, settings.DATABASES.get(alias, {})
+
+
 # Not tagged ``database``: Django runs those only with ``check --database``, and this
 # one reads the settings alone.
 @checks.register()
@@ -80,9 +88,7 @@ def check_sqlite_options(app_configs: Any = None, **kwargs: Any) -> list[checks.
     read that turns into a write can fail at once with "database is locked".
     """
     messages: list[checks.CheckMessage] = []
-    raw = getattr(settings, "LATER", {}) or {}
-    alias = raw.get("DATABASE", "default") if isinstance(raw, dict) else "default"
-    database = settings.DATABASES.get(alias, {})
+    alias, database = _later_database()
     if database.get("ENGINE") == "django.db.backends.sqlite3":
         mode = (database.get("OPTIONS", {}).get("transaction_mode") or "").upper()
         if mode != "IMMEDIATE":
@@ -113,9 +119,7 @@ def check_mysql_isolation(app_configs: Any = None, **kwargs: Any) -> list[checks
     (issue 36's trial: seconds, against 0.2 ms under READ COMMITTED). Django sets
     READ COMMITTED itself unless ``OPTIONS["isolation_level"]`` names another level
     or is empty (then the server's default applies)."""
-    raw = getattr(settings, "LATER", {}) or {}
-    alias = raw.get("DATABASE", "default") if isinstance(raw, dict) else "default"
-    database = settings.DATABASES.get(alias, {})
+    alias, database = _later_database()
     if "mysql" not in str(database.get("ENGINE", "")):
         return []
     level = (database.get("OPTIONS") or {}).get("isolation_level", MYSQL_ISOLATION)
