@@ -451,10 +451,11 @@ class KeyValueStore:
         members = members_by_range(rows)
         # The ranges that held a live member, emptied (expired members with them).
         emptied = [sequence for key in members for sequence in sequences[key]]
-        if emptied and self._q.range_rows_delete is not None:
-            self._driver.execute(
-                self._q.range_rows_delete, {"sequences": self._driver.list_param(emptied)}
-            )
+        if emptied:
+            # A vendor with the combined read has its delete (queries/kv.py's contract).
+            delete = self._q.range_rows_delete
+            assert delete is not None, "read_ranges_decrementing without range_rows_delete"
+            self._driver.execute(delete, {"sequences": self._driver.list_param(emptied)})
         return members, left
 
     def decrement_counters(
