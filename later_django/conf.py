@@ -41,6 +41,7 @@ KNOWN_KEYS = (
     "RETRY",
     "WORKER_SYNCHRONOUS_COMMIT",
     "WORKER_PREPARED_STATEMENTS",
+    "WORKER_POLL_INTERVAL",
     "TOPICS",
     "MAINTENANCE_MODULES",
     "RECURRING",
@@ -56,6 +57,13 @@ METRICS_OPTIONS = ("TOKEN", "NAMESPACES")
 #: A bearer token shorter than this is refused (check E015): a guessable token would
 #: expose the figures.
 MIN_METRICS_TOKEN_LENGTH = 24
+#: ``LATER["WORKER_POLL_INTERVAL"]``'s default, in seconds: how often an idle worker
+#: on MySQL/MariaDB (no notifications) asks whether anything is ready. Measured in
+#: docs/storage.md ("Waking on MariaDB"): the idle cost per process and the start latency.
+DEFAULT_WORKER_POLL_INTERVAL = 0.05
+#: The bounds of ``WORKER_POLL_INTERVAL``: below a millisecond the poll is a busy
+#: loop; above a minute a job waits longer than any operator expects.
+WORKER_POLL_INTERVAL_RANGE = (0.001, 60.0)
 #: ``LATER["RESULT_MAX_BYTES"]``'s default: the most bytes a job's return value may
 #: take, encoded as its record stores it (MessagePack).
 DEFAULT_RESULT_MAX_BYTES = 1_000_000
@@ -76,6 +84,9 @@ class LaterSettings:
     #: ``LATER["WORKER_PREPARED_STATEMENTS"]``: a worker's own PostgreSQL session keeps
     #: its repeated statements prepared on the server (see ``worker.session``).
     worker_prepared_statements: bool = True
+    #: ``LATER["WORKER_POLL_INTERVAL"]``: seconds between an idle worker's looks at the
+    #: queue where the database cannot wake it (MySQL/MariaDB; ``worker.wakeup``).
+    worker_poll_interval: float = DEFAULT_WORKER_POLL_INTERVAL
     #: Seconds a job may run before it is recorded failed by ``TaskTimeout`` (None: no
     #: limit); a task's own ``timeout`` option wins.
     timeout_seconds: float | None = None
@@ -246,6 +257,21 @@ _prepared_statements_problems = _boolean_rule(
 )
 
 
+def _poll_interval_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """E023: ``WORKER_POLL_INTERVAL`` is a number of seconds within its range."""
+    value = raw.get("WORKER_POLL_INTERVAL", DEFAULT_WORKER_POLL_INTERVAL)
+    low, high = WORKER_POLL_INTERVAL_RANGE
+    if not isinstance(value, bool) and isinstance(value, int | float) and low <= value <= high:
+        return []
+    return [
+        (
+            "later_django.E023",
+            f"LATER['WORKER_POLL_INTERVAL'] must be a number of seconds from {low} to "
+            f"{high:g}, got {value!r}.",
+        )
+    ]
+
+
 def _topics_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
     return [("later_django.E008", message) for message in topic_problems(raw.get("TOPICS", {}))]
 
@@ -358,6 +384,7 @@ _RULES: tuple[SettingRule, ...] = (
     _vacuum_problems,
     _synchronous_commit_problems,
     _prepared_statements_problems,
+    _poll_interval_problems,
     _topics_problems,
     _maintenance_modules_problems,
     _retry_problems,
@@ -414,6 +441,7 @@ def later_settings() -> LaterSettings:
         retry=RetryPolicy.from_mapping(raw.get("RETRY", {}), "LATER['RETRY']"),
         worker_synchronous_commit=raw.get("WORKER_SYNCHRONOUS_COMMIT", False),
         worker_prepared_statements=raw.get("WORKER_PREPARED_STATEMENTS", True),
+        worker_poll_interval=float(raw.get("WORKER_POLL_INTERVAL", DEFAULT_WORKER_POLL_INTERVAL)),
         topics={name: options["partitions"] for name, options in raw.get("TOPICS", {}).items()},
         maintenance_modules=tuple(raw.get("MAINTENANCE_MODULES", ())),
         timeout_seconds=raw.get("TIMEOUT"),

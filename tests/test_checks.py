@@ -140,6 +140,7 @@ def test_every_known_key_is_accepted(db_alias: str) -> None:
         "RETRY": {"max_retries": 1},
         "WORKER_SYNCHRONOUS_COMMIT": True,
         "WORKER_PREPARED_STATEMENTS": False,
+        "WORKER_POLL_INTERVAL": 0.2,
         "TOPICS": {"orders": {"partitions": 2}},
         "MAINTENANCE_MODULES": [],
         "RECURRING": {},
@@ -213,3 +214,18 @@ def test_the_backend_without_later_django_installed_is_an_error_naming_the_fix(
     assert "TASKS['default'] uses later_django.backend.LaterBackend" in problem.msg
     assert problem.hint == "Add 'later_django' to INSTALLED_APPS, then run manage.py migrate."
     assert task_backends["default"].check() == []  # installed again: nothing to say
+
+
+@pytest.mark.parametrize("value", [0, 0.0005, 61, -1, True, "0.1", float("nan"), None])
+def test_a_poll_interval_outside_its_range_is_e023(value: object) -> None:
+    with override_settings(LATER={"WORKER_POLL_INTERVAL": value}):
+        found = ids_and_messages(check_later_settings())
+        assert [check_id for check_id, _ in found] == ["later_django.E023"]
+        assert "WORKER_POLL_INTERVAL" in found[0][1] and repr(value) in found[0][1]
+
+
+def test_the_poll_interval_is_read_in_seconds() -> None:
+    with override_settings(LATER={"WORKER_POLL_INTERVAL": 1}):
+        assert later_settings().worker_poll_interval == 1.0
+    with override_settings(LATER={}):
+        assert later_settings().worker_poll_interval == 0.05

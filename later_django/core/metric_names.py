@@ -170,6 +170,14 @@ WORKER_METRICS: tuple[MetricName, ...] = (
         "Database errors the worker backed off from and retried.",
     ),
     MetricName(
+        "later_lock_conflicts",
+        "counter",
+        ("kind",),
+        "Worker turns that lost a lock conflict with another transaction (kind: deadlock, "
+        "lock_wait) and ran again at once: rare on PostgreSQL, a measure of contention "
+        "on MySQL/MariaDB.",
+    ),
+    MetricName(
         "later_worker_busy_threads",
         "gauge",
         (),

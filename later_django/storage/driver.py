@@ -319,7 +319,25 @@ class Driver:
 
     def wake_channel(self) -> WakeChannel | None:
         """The notifications committed publishes send (``LISTEN``), or ``None``
-        when the vendor has none: a waiter then watches :meth:`change_counter`."""
+        when the vendor has none: a waiter then watches :meth:`change_counter`
+        (or polls, :attr:`polls_for_work`)."""
+        return None
+
+    #: Whether an idle worker finds work published by other processes only by asking
+    #: the queue at an interval (``LATER["WORKER_POLL_INTERVAL"]``): the vendor has
+    #: neither notifications across processes nor a cheap change counter. Its wake
+    #: channel, if any, carries this process's commits alone.
+    polls_for_work: ClassVar[bool] = False
+
+    def bound_lock_waits(self) -> None:
+        """Lets this thread's connection, for the rest of its session, wait only
+        briefly for a row lock another transaction holds: a worker's turn that times
+        out is tried again (``worker.conflicts``) rather than stalling every job of
+        the process. Drivers whose statements never wait on row locks do nothing."""
+
+    def lock_conflict(self, error: BaseException) -> str | None:
+        """``"deadlock"`` or ``"lock_wait"`` when ``error`` is a transaction that lost
+        a lock conflict with another one and may simply run again, else ``None``."""
         return None
 
     def change_counter(self) -> int:

@@ -11,7 +11,8 @@ claim partition heads
 (:mod:`~later_django.worker.scheduler`). With nothing claimed it waits for
 work (:mod:`~later_django.worker.wakeup`) at most IDLE_LOOK_SECONDS. A
 database error is logged and the turn retried after a back-off, keeping what
-completed until it can be written. Job threads only run task code.
+completed until it can be written; a lost lock conflict runs the turn again at
+once (:mod:`~later_django.worker.conflicts`). Job threads only run task code.
 
 The loop returns when a stop signal came or the supervisor is gone, once
 ``--max-jobs`` are claimed and written, or (``--burst``) once nothing is
@@ -31,6 +32,7 @@ from later_django.engine.execution.finish import finish_and_continue
 from later_django.engine.execution.start import plan_batch
 from later_django.worker.cancel_watch import CancelWatch
 from later_django.worker.claim_queues import NOTHING, ClaimQueues
+from later_django.worker.conflicts import LockConflicts
 from later_django.worker.deadlines import Deadlines
 from later_django.worker.handback import HandBack
 from later_django.worker.heads import CLAIM_BATCH, HeadClaims
@@ -42,7 +44,7 @@ from later_django.worker.scheduler import Scheduler
 from later_django.worker.session import SessionSetup
 from later_django.worker.start_writes import StartWrites
 from later_django.worker.task_calls import announce_finished
-from later_django.worker.wakeup import ChangeWatch, wait_for_work
+from later_django.worker.wakeup import Watch, wait_for_work
 
 #: A look at the queue at least this often, for messages due by time alone.
 IDLE_LOOK_SECONDS = 1.0
@@ -62,7 +64,7 @@ class JobLoop:
         heads: HeadClaims,
         scheduler: Scheduler,
         hand_back: HandBack,
-        watch: ChangeWatch | None,
+        watch: Watch | None,
         limited: LimitedClaims | None = None,
     ) -> None:
         self.context = context
@@ -91,13 +93,16 @@ class JobLoop:
     def run(self) -> None:
         """Turns until a stop condition (see the module); database errors back off."""
         backoff = Backoff()
+        conflicts = LockConflicts(self.context.driver, self.context.telemetry)
         while not self.process.should_stop():
             try:
                 if self._turn():
                     return
                 backoff.reset()
+                conflicts.reset()
             except STATEMENT_ERRORS as error:
-                self.process.database_trouble(error, backoff)
+                if not conflicts.absorb(error):
+                    self.process.database_trouble(error, backoff)
 
     def _turn(self) -> bool:
         """One turn; returns whether the loop is done (max jobs, or the burst is over)."""
@@ -165,10 +170,11 @@ class JobLoop:
         queue_names = self._queues.current()
         if queue_names == NOTHING:
             return 0
-        # Where a claim takes the database's write lock, a read that takes none
-        # first; skipped right after a full batch, when more is most likely waiting.
+        # Where a claim takes the database's write lock, or a poll woke the loop
+        # with most likely nothing ready, a read that takes no lock first; skipped
+        # right after a full batch, when more is most likely waiting.
         if (
-            context.driver.serializes_writes
+            (context.driver.serializes_writes or context.driver.polls_for_work)
             and not self._last_claim_was_full
             and not queue.has_ready(context.namespace, queue_names)
         ):

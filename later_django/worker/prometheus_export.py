@@ -73,6 +73,7 @@ class PrometheusTelemetry(Telemetry):
         self._claimed = made(Counter, "later_claimed_jobs")
         self._lease_losses = made(Counter, "later_lease_losses")
         self._database_errors = made(Counter, "later_database_errors")
+        self._lock_conflicts = made(Counter, "later_lock_conflicts")
         # Summed over the live children; a dead child's are dropped (mark_process_dead).
         self._busy = made(Gauge, "later_worker_busy_threads", multiprocess_mode="livesum")
         self._threads = made(Gauge, "later_worker_threads", multiprocess_mode="livesum")
@@ -154,6 +155,9 @@ class PrometheusTelemetry(Telemetry):
 
     def database_error(self) -> None:
         self._database_errors.inc()
+
+    def lock_conflict(self, kind: str) -> None:
+        self._lock_conflicts.labels(kind=kind).inc()
 
 
 def observe_all(histogram: Any, amounts: Sequence[float]) -> None:

@@ -150,7 +150,11 @@ class Worker:
             lambda: sync_configured_recurring(stores=context.stores, namespace=context.namespace)
         )
         listener, watch = start_wakeup(
-            context.driver, context.namespace, process.wake, process.stop_threads
+            context.driver,
+            context.namespace,
+            process.wake,
+            process.stop_threads,
+            context.settings.worker_poll_interval,
         )
         heartbeat = self._heartbeat()
         try:

@@ -17,6 +17,11 @@ thousands of times on this connection, so it keeps them prepared on the server
 needs a session of its own anyway (``LISTEN``, the durability setting above), so
 this is safe wherever the worker is; ``LATER["WORKER_PREPARED_STATEMENTS"] = False``
 turns it off.
+
+**Lock waits.** Where a worker's statement can wait on a row lock another
+transaction holds (MySQL/MariaDB: the server waits 50 s by default), the session
+waits only briefly (:meth:`~later_django.storage.driver.Driver.bound_lock_waits`);
+a turn that times out runs again (:mod:`later_django.worker.conflicts`).
 """
 
 from __future__ import annotations
@@ -35,9 +40,7 @@ class SessionSetup:
 
     def set_up(self) -> None:
         """Connects if need be; a connection not seen before gets the settings (at
-        most one statement), one already set up costs nothing."""
-        if not (self.relax_durability or self.keep_prepared):
-            return
+        most one statement per setting the driver has), one already set up costs nothing."""
         connection = self.driver.connection
         connection.ensure_connection()
         if connection.connection is self._set_up_for:
@@ -46,4 +49,5 @@ class SessionSetup:
             self.driver.relax_commit_durability()
         if self.keep_prepared:
             self.driver.keep_statements_prepared()
+        self.driver.bound_lock_waits()
         self._set_up_for = connection.connection

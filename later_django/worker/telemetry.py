@@ -48,6 +48,9 @@ class Telemetry:
     def database_error(self) -> None:
         """A database error was backed off from."""
 
+    def lock_conflict(self, kind: str) -> None:
+        """A turn lost a lock conflict of ``kind`` (deadlock, lock_wait) and runs again."""
+
     def threads(self, busy: int, total: int) -> None:
         """``busy`` of the ``total`` job threads run a job now (each loop turn)."""
 

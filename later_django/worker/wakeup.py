@@ -7,9 +7,13 @@ published messages for the worker's namespace commits (one notification per
 transaction). Without one (SQLite) the waiting worker reads the driver's
 change counter (:class:`ChangeWatch`) every millisecond while commits came
 lately, every five after a quiet second; it changes when another connection
-commits, and the worker looks at the queue only then. Both also
-fall back to a periodic look, for messages that become due by time alone (a
-hand-back with a delay, a lapsed lease).
+commits, and the worker looks at the queue only then. Without either
+(MySQL/MariaDB: :attr:`~later_django.storage.driver.Driver.polls_for_work`) the
+waiting worker looks at the queue every ``LATER["WORKER_POLL_INTERVAL"]`` seconds
+(:class:`ReadyPoll`; the look is one indexed read while nothing is ready), and a
+listener on the driver's in-process channel wakes it at once for what its own
+process commits. All fall back to a periodic look, for messages that become due
+by time alone (a hand-back with a delay, a lapsed lease).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import threading
 import time
 
 from later_django.storage.driver import Driver, WakeChannel
+from later_django.storage.local_wake import ANY_NAMESPACE
 from later_django.worker.bell import Bell
 
 logger = logging.getLogger("later_django.worker")
@@ -80,7 +85,7 @@ class NotificationListener(threading.Thread):
                         # A short wait bounds how long a stopping worker waits for
                         # this thread to close its connection.
                         for payload in subscription.payloads(LISTEN_WAIT_SECONDS):
-                            if payload == self.namespace:
+                            if payload in (self.namespace, ANY_NAMESPACE):
                                 self.wake.set()
                             elif payload == probe.payload:
                                 probe.returned = True
@@ -139,20 +144,45 @@ class ChangeWatch:
         return IDLE_CHANGE_POLL_SECONDS
 
 
+class ReadyPoll:
+    """Says "look" every ``interval`` seconds: the waiting worker then reads whether
+    anything is ready (the loop's ``has_ready``, before any claim), for databases
+    where nothing tells it that another process committed."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+
+    def changed(self) -> bool:
+        return True
+
+    def poll_seconds(self) -> float:
+        return self.interval
+
+
+Watch = ChangeWatch | ReadyPoll
+
+
 def start_wakeup(
-    driver: Driver, namespace: str, wake: Bell, stop: threading.Event
-) -> tuple[NotificationListener | None, ChangeWatch | None]:
-    """The driver's way to wake: a started listener (its wake channel), or else a
-    watch of its change counter for :func:`wait_for_work`."""
+    driver: Driver,
+    namespace: str,
+    wake: Bell,
+    stop: threading.Event,
+    poll_interval: float,
+) -> tuple[NotificationListener | None, Watch | None]:
+    """The driver's ways to wake: a started listener (its wake channel, if any), and
+    for :func:`wait_for_work` a poll every ``poll_interval`` seconds where the driver
+    needs one, else a watch of its change counter where it has no channel."""
     channel = driver.wake_channel()
-    if channel is None:
-        return None, ChangeWatch(driver)
-    listener = NotificationListener(channel, namespace, wake, stop)
-    listener.start()
-    return listener, None
+    listener = None
+    if channel is not None:
+        listener = NotificationListener(channel, namespace, wake, stop)
+        listener.start()
+    if driver.polls_for_work:
+        return listener, ReadyPoll(poll_interval)
+    return listener, ChangeWatch(driver) if channel is None else None
 
 
-def wait_for_work(wake: Bell, timeout: float, watch: ChangeWatch | None) -> bool:
+def wait_for_work(wake: Bell, timeout: float, watch: Watch | None) -> bool:
     """Waits until ``wake`` is rung, the watch saw a commit, or ``timeout`` passes;
     clears ``wake`` and returns whether something happened (rather than the timeout)."""
     deadline = time.monotonic() + timeout

@@ -131,3 +131,28 @@ def test_nothing_is_prepared_while_django_logs_queries(postgres_alias: str, sess
     logged = [query["sql"] for query in captured.captured_queries]
     assert len(logged) == WORKER_PREPARE_THRESHOLD + 1
     assert all(sql is not None and "later_storage" in sql for sql in logged), logged
+
+
+@pytest.fixture
+def mariadb(request: pytest.FixtureRequest) -> str:
+    from tests.conftest import use_database
+
+    return use_database(request, "mariadb")
+
+
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py) for the test below.
+USES_MARIADB = True
+
+
+def test_a_workers_mariadb_session_waits_briefly_for_row_locks(mariadb: str, session) -> None:
+    from later_django.storage.mysql import WORKER_LOCK_WAIT_SECONDS
+
+    connections[mariadb].close()  # a fresh session, at the server's default
+    session(mariadb)
+
+    with connections[mariadb].cursor() as cursor:
+        cursor.execute(
+            "SELECT @@SESSION.innodb_lock_wait_timeout, @@GLOBAL.innodb_lock_wait_timeout"
+        )
+        session_wait, server_wait = cursor.fetchone()
+    assert session_wait == WORKER_LOCK_WAIT_SECONDS < server_wait

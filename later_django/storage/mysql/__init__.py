@@ -22,12 +22,26 @@ from typing import Any, ClassVar
 
 from django.db import transaction
 
-from later_django.storage.driver import Driver, Params, Returning, Row, RowsStatement
+from later_django.storage.driver import (
+    Driver,
+    Params,
+    Returning,
+    Row,
+    RowsStatement,
+    WakeChannel,
+)
+from later_django.storage.local_wake import LocalWakeChannel, ring_at_commit
 from later_django.storage.rows import PositionalRows, positional_rows
 
 #: A batch's statement stays under this share of ``max_allowed_packet``: the values'
 #: sizes are estimated (escaping may double a blob), never measured after binding.
 _PACKET_SHARE = 0.4
+#: How long a worker's statement waits for a row lock before error 1205: its turn is
+#: then tried again. The server's default (50 s) would stall every job of the process
+#: behind one long transaction; the worker's own transactions last milliseconds.
+WORKER_LOCK_WAIT_SECONDS = 3
+#: mysqlclient's error codes of a lost lock conflict -> ``Driver.lock_conflict``'s kind.
+_CONFLICTS = {1213: "deadlock", 1205: "lock_wait"}
 #: What a bound value costs in the statement besides its bytes (quotes, separators).
 _VALUE_OVERHEAD = 16
 
@@ -163,11 +177,27 @@ class MysqlDriver(Driver):
         # hold them together runs in a transaction (a savepoint inside the caller's).
         return transaction.atomic(using=self.using)
 
-    def change_counter(self) -> int:
-        """MySQL has no cheap per-database change counter (SQLite's ``data_version``)
-        nor notifications (PostgreSQL's ``LISTEN``): a waiting worker will poll for
-        ready work instead, the third wake-up mode of issue 36, not built yet."""
-        raise NotImplementedError(
-            "the mysql driver has no change counter and no wake channel: the worker's "
-            "polling wake-up mode for MySQL/MariaDB is not built yet (issue 36)"
-        )
+    polls_for_work: ClassVar[bool] = True
+
+    def wake_channel(self) -> WakeChannel:
+        """This process's own commits (:mod:`later_django.storage.local_wake`): MySQL
+        has no notifications, and a worker polls for what other processes publish."""
+        return LocalWakeChannel()
+
+    def wants_wake_notification(self) -> bool:
+        """Rings this process's waiting workers when the transaction commits; no
+        statement carries a notification (there is none to send), so: False."""
+        ring_at_commit(self.using)
+        return False
+
+    def bound_lock_waits(self) -> None:
+        """``innodb_lock_wait_timeout`` for the session (the server's default is 50 s)."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"SET SESSION innodb_lock_wait_timeout = {WORKER_LOCK_WAIT_SECONDS:d}")
+
+    def lock_conflict(self, error: BaseException) -> str | None:
+        """1213 (the transaction was rolled back to break a deadlock) and 1205 (a
+        row lock waited ``innodb_lock_wait_timeout``), as mysqlclient reports them."""
+        cause = error.__cause__ if error.__cause__ is not None else error
+        code = cause.args[0] if getattr(cause, "args", None) else None
+        return _CONFLICTS.get(code) if isinstance(code, int) else None

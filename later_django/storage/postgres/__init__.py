@@ -51,6 +51,10 @@ def _columns(rows: Sequence[Params], shared: Params | None) -> dict[str, Any]:
     return params
 
 
+#: SQLSTATEs of a lost lock conflict -> ``Driver.lock_conflict``'s kind.
+_CONFLICTS = {"40P01": "deadlock", "55P03": "lock_wait"}
+
+
 class PostgresDriver(Driver):
     vendor: ClassVar[str] = "postgresql"
     #: Filled by later_django.storage.postgres.queries, which stores.driver_class imports
@@ -122,6 +126,12 @@ class PostgresDriver(Driver):
     @property
     def combines_statements(self) -> bool:
         return True
+
+    def lock_conflict(self, error: BaseException) -> str | None:
+        """``deadlock_detected`` (40P01) and ``lock_not_available`` (55P03: a
+        ``lock_timeout`` the operator set) by their SQLSTATE."""
+        cause = error.__cause__ if error.__cause__ is not None else error
+        return _CONFLICTS.get(getattr(cause, "sqlstate", None) or "")
 
     def wants_wake_notification(self) -> bool:
         """True once per transaction: PostgreSQL delivers notifications at commit
