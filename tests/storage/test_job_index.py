@@ -1,4 +1,4 @@
-"""The dashboard job index (``JobIndexStore``) on SQLite and PostgreSQL.
+"""The dashboard job index (``JobIndexStore``) on SQLite, PostgreSQL and MariaDB.
 
 Ports the seed's ``stage_count_tests`` (all but the delivery-queue test, which
 lives with the queue, and the 1.5M-row benchmark) and covers the rest of the
@@ -29,10 +29,18 @@ from later_django.core.commands import (
 from later_django.models import DeliveryMessage, StorageRangeItem
 from later_django.storage.job_index import JobIndexStore
 from later_django.storage.queries.index import LIVE_STAGE_LIST
+from later_django.storage.queries.queue import QueueQueries
 from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexRemove, JobIndexRow, JobIndexUpsert
+from tests.conftest import use_database
+from tests.storage import three_databases
+from tests.storage.three_databases import needs_statements
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 #: A queue message that is not a job: a command tag this release does not know.
 OTHER_COMMAND = msgpack.packb({"c": "partition", "topic": "orders"})
@@ -289,6 +297,7 @@ def test_a_recount_repairs_drifted_finished_counters(db_alias: str) -> None:
 def test_a_bounded_recount_leaves_a_table_of_more_rows_to_its_triggers(db_alias: str) -> None:
     """``max_rows``: what the ``reconcile`` pass asks (decision 115). A table whose
     namespace holds more rows than that is neither recounted nor read further."""
+    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     store = stores.index
     store.job_index_upsert("ns", [row(f"j{n}", "running") for n in range(3)])
@@ -373,18 +382,24 @@ class _AfterFirstStatement:
         return result
 
 
-def test_a_writer_committing_inside_the_recount_is_counted_once(postgres_alias: str) -> None:
-    """PostgreSQL (SQLite's one writer cannot commit inside another's transaction):
-    a writer commits a row whose counter row it creates, between the recount's
-    statements, and is counted exactly once."""
-    store = stores_for(postgres_alias).index
+@pytest.fixture(params=["postgres", "mariadb"])
+def server_alias(request: pytest.FixtureRequest) -> str:
+    """PostgreSQL, then MariaDB: the databases whose writers commit concurrently."""
+    return use_database(request, request.param)
+
+
+def test_a_writer_committing_inside_the_recount_is_counted_once(server_alias: str) -> None:
+    """PostgreSQL and MariaDB (SQLite's one writer cannot commit inside another's
+    transaction): a writer commits a row whose counter row it creates, between the
+    recount's statements, and is counted exactly once."""
+    store = stores_for(server_alias).index
     store.job_index_upsert("ns", [row("a", "delayed")])
-    assert counter_totals(postgres_alias) == {"delayed": 1}
+    assert counter_totals(server_alias) == {"delayed": 1}
 
     def commit_a_waiting_row() -> None:
         def write() -> None:
             try:
-                stores_for(postgres_alias).index.job_index_upsert("ns", [row("w", "waiting")])
+                stores_for(server_alias).index.job_index_upsert("ns", [row("w", "waiting")])
             finally:
                 connections.close_all()
 
@@ -394,13 +409,13 @@ def test_a_writer_committing_inside_the_recount_is_counted_once(postgres_alias: 
         assert not writer.is_alive(), "the writer was blocked by the recount"
 
     hooked = JobIndexStore(
-        _AfterFirstStatement(stores_for(postgres_alias).driver, commit_a_waiting_row)
+        _AfterFirstStatement(stores_for(server_alias).driver, commit_a_waiting_row)
     )
     hooked.job_index_reconcile_stage_counts("ns")
 
-    assert counter_totals(postgres_alias) == {"delayed": 1, "waiting": 1}
+    assert counter_totals(server_alias) == {"delayed": 1, "waiting": 1}
     store.job_index_reconcile_stage_counts("ns")
-    assert counter_totals(postgres_alias) == {"delayed": 1, "waiting": 1}
+    assert counter_totals(server_alias) == {"delayed": 1, "waiting": 1}
 
 
 def test_a_recount_beside_concurrent_writers_leaves_the_counters_exact(db_alias: str) -> None:
@@ -408,6 +423,7 @@ def test_a_recount_beside_concurrent_writers_leaves_the_counters_exact(db_alias:
     writer that commits between its reads is counted once, not twice (replacing
     the counters with a recount did count twice a writer that created its counter
     row meanwhile) and not zero times."""
+    needs_statements(db_alias, QueueQueries)
     errors: list[BaseException] = []
     writing = threading.Event()
     writing.set()
@@ -475,6 +491,7 @@ def test_one_statement_moving_thousands_of_rows_keeps_the_counters_exact(db_alia
     stage (no join of the transition tables, which took 40 s at 10,000 rows under
     the nested-loop plan PL/pgSQL kept): rows that moved count, rows re-saved in
     their stage do not, and the queue depth follows claims and hand-backs."""
+    needs_statements(db_alias, QueueQueries)
     store = stores_for(db_alias).index
     store.job_index_upsert("ns", [row(f"j{n}", "delayed") for n in range(3_000)])
     store.job_index_upsert("ns", [row("first", "delayed")])  # a small statement first
@@ -580,6 +597,12 @@ def test_live_stage_count_is_answered_from_the_index_alone(db_alias: str, vendor
     stores_for(db_alias).index.job_index_upsert(
         "ns", [row(f"job-{n:03}", ("delayed", "running", "success")[n % 3]) for n in range(300)]
     )
+    if vendor == "mysql":
+        run_sql(db_alias, "ANALYZE TABLE later_jobs_index")
+        ((_, _, table, kind, _, key, *_, extra),) = run_sql(db_alias, "EXPLAIN " + query, ["ns"])
+        assert (table, kind, key) == ("later_jobs_index", "range", "later_jobs_index_stage_idx")
+        assert "Using index" in extra, extra  # the index alone: no row of the table read
+        return
     run_sql(db_alias, "VACUUM ANALYZE later_jobs_index")  # fills the visibility map
     with transaction.atomic(using=db_alias):
         run_sql(db_alias, "SET LOCAL enable_seqscan = off")
