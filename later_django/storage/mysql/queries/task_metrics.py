@@ -4,9 +4,11 @@
 ``later_task_minute`` is unique on ``(namespace, minute_bucket, row_hash)``, the hash
 of the rest of the key (migration 0019), which the upsert's conflict finds. Its text
 columns are ``utf8mb4_bin``: ``MAX`` of a job id is byte-wise there, as ``COLLATE
-"C"`` makes it on PostgreSQL; a bound job id is compared under that collation too.
-``GREATEST`` is NULL when any argument is (PostgreSQL's skips NULLs): the incoming
-value falls back to the stored one.
+"C"`` makes it on PostgreSQL, and so is ``GREATEST`` of the stored job id and an
+incoming one (the column's collation prevails over the bound text's; tried: ``job-a``
+beats ``job-B``). No ``COLLATE`` is written: ``utf8mb4_bin`` is refused for text of a
+``utf8mb3`` connection. ``GREATEST`` is NULL when any argument is (PostgreSQL's skips
+NULLs): the incoming value falls back to the stored one.
 """
 
 from __future__ import annotations
@@ -36,11 +38,8 @@ _ROW_COLUMNS = (
 _STORED = "later_task_minute"
 
 
-def _greatest(column: str, collate: str = "") -> str:
-    return (
-        f"{column} = GREATEST({_STORED}.{column}, "
-        f"COALESCE(new.{column}{collate}, {_STORED}.{column}))"
-    )
+def _greatest(column: str) -> str:
+    return f"{column} = GREATEST({_STORED}.{column}, COALESCE(new.{column}, {_STORED}.{column}))"
 
 
 @MysqlDriver.register
@@ -58,7 +57,7 @@ class MysqlTaskMetricQueries(TaskMetricQueries):
         f" sum_ms = {_STORED}.sum_ms + new.sum_ms, "
         + _greatest("max_ms")
         + ", "
-        + _greatest("sample_job_id", " COLLATE utf8mb4_bin"),
+        + _greatest("sample_job_id"),
         row="SELECT " + ", ".join(f"%({column})s" for column in _ROW_COLUMNS),
         joiner=_UNION,
     )
