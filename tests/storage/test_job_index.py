@@ -26,15 +26,23 @@ from later_django.core.commands import (
     ExecuteJob,
     encode_command,
 )
+from later_django.core.keys import dependents_key
 from later_django.models import DeliveryMessage, StorageRangeItem
 from later_django.storage.job_index import JobIndexStore
 from later_django.storage.queries.index import LIVE_STAGE_LIST
 from later_django.storage.queries.queue import QueueQueries
 from later_django.storage.stores import stores_for
-from later_django.storage.types import JobIndexRemove, JobIndexRow, JobIndexUpsert
+from later_django.storage.types import (
+    Delete,
+    Increment,
+    JobIndexRemove,
+    JobIndexRow,
+    JobIndexUpsert,
+    Set,
+)
 from tests.conftest import use_database
 from tests.storage import three_databases
-from tests.storage.three_databases import needs_statements
+from tests.storage.three_databases import key_column, needs_statements
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 #: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
@@ -997,6 +1005,68 @@ def test_the_index_sweep_removes_expired_rows_at_most_limit_at_a_time(db_alias: 
 
     left = sorted(job_id for (job_id,) in run_sql(db_alias, "SELECT job_id FROM later_jobs_index"))
     assert left == ["expired-elsewhere", "kept-1", "kept-2", "live"]
+
+
+def test_the_index_sweep_keeps_a_job_its_dependents_counter_holds_and_deletes_records(
+    db_alias: str,
+) -> None:
+    """A job whose dependents counter exists is not swept, however long ago it expired;
+    the swept jobs' records go with their rows, unless written live again since (no
+    ``date_expire_unindexed``)."""
+    stores = stores_for(db_alias)
+    store, t = stores.index, now_ms()
+    store.job_index_upsert(
+        "ns", [row(job_id, "success", t - 1_000) for job_id in ("held", "free", "again")]
+    )
+    stores.kv.apply(
+        [Set(f"ns-job-{job_id}", b"record") for job_id in ("held", "free", "again")]
+        + [Increment(dependents_key("ns", "held"))]
+    )
+    key = key_column(db_alias)
+    run_sql(
+        db_alias,
+        f"UPDATE later_storage SET date_expire_unindexed = %s WHERE {key} IN (%s, %s)",
+        [t - 1_000, "ns-job-held", "ns-job-free"],
+    )
+
+    assert store.job_index_sweep_expired("ns", t, 10) == 2
+    assert store.job_index_get("ns", "held") is not None
+    assert (store.job_index_get("ns", "free"), store.job_index_get("ns", "again")) == (None, None)
+    records = run_sql(db_alias, f"SELECT {key} FROM later_storage WHERE {key} LIKE 'ns-job-%%'")
+    assert sorted(records) == [("ns-job-again",), ("ns-job-held",), ("ns-job-held-dependents",)]
+
+    stores.kv.apply([Delete(dependents_key("ns", "held"))])
+    assert store.job_index_sweep_expired("ns", t, 10) == 1
+    assert store.job_index_get("ns", "held") is None
+    assert store.job_index_sweep_expired("ns", t, 10) == 0
+
+
+def test_concurrent_index_sweeps_take_disjoint_rows_without_waiting(
+    request: pytest.FixtureRequest,
+) -> None:
+    """MariaDB's sweep locks the rows it deletes first (``FOR UPDATE SKIP LOCKED``): a
+    second sweeper, while the first has not committed, skips the first one's rows
+    instead of waiting for them, and neither counts a row the other deleted."""
+    alias = use_database(request, "mariadb")
+    store, t = stores_for(alias).index, now_ms()
+    store.job_index_upsert("ns", [row(f"old-{n}", "success", t - 10_000 + n) for n in range(6)])
+    second: list[int] = []
+
+    def sweep_beside() -> None:
+        try:
+            started = time.monotonic()
+            second.append(stores_for(alias).index.job_index_sweep_expired("ns", t, 10))
+            second.append(int(time.monotonic() - started < 5))
+        finally:
+            connections.close_all()
+
+    with transaction.atomic(using=alias):
+        assert store.job_index_sweep_expired("ns", t, 4) == 4
+        beside = threading.Thread(target=sweep_beside)
+        beside.start()
+        beside.join(timeout=30)
+    assert second == [2, 1], "the second sweeper took the two rows left, without waiting"
+    assert not run_sql(alias, "SELECT job_id FROM later_jobs_index WHERE namespace = 'ns'")
 
 
 def test_namespaces_never_see_each_others_jobs(db_alias: str) -> None:

@@ -50,6 +50,16 @@ def _ids_table(name: str, width: int = 200) -> str:
     )
 
 
+def _probed(ids: str, table: str, alias: str, on: str) -> str:
+    """The ids of ``ids`` (a ``JSON_TABLE``), then one probe of ``table``'s primary key
+    each: the order and the index written out. Left to itself, MariaDB read a small
+    namespace's rows by another index first, and a write then locked every one of them."""
+    return f"{ids} STRAIGHT_JOIN {table} AS {alias} FORCE INDEX (PRIMARY) ON {on}"
+
+
+_INDEX_ROW_OF_ID = "i.namespace = %(namespace)s AND i.job_id = j.v"
+
+
 def _derived(columns: tuple[str, ...]) -> str:
     """A batch's rows named ``new.<column>``: a head that yields no row names the
     columns, so every row group is the same ``SELECT`` of placeholders."""
@@ -130,10 +140,7 @@ class MysqlIndexQueries(IndexQueries):
         row=_row(ROW_FIELDS),
         joiner=_UNION,
     )
-    remove = (
-        "DELETE i FROM " + _ids_table("job_ids") + f" JOIN {_INDEX} AS i"
-        " ON i.namespace = %(namespace)s AND i.job_id = j.v"
-    )
+    remove = "DELETE i FROM " + _probed(_ids_table("job_ids"), _INDEX, "i", _INDEX_ROW_OF_ID)
     # The queue's primary key walked backwards, so a page reads about its size.
     list_queued_first = queued_messages("later_delivery_queue FORCE INDEX (PRIMARY)", before=False)
     list_queued_before = queued_messages("later_delivery_queue FORCE INDEX (PRIMARY)", before=True)
@@ -141,13 +148,10 @@ class MysqlIndexQueries(IndexQueries):
     # (rows another sweeper holds are skipped); those locked rows are deleted, and
     # their ids are the answer (no one else can change a row this transaction holds).
     sweep_index = Returning(
-        [
-            "DELETE i FROM " + _ids_table("locked") + f" JOIN {_INDEX} AS i"
-            " ON i.namespace = %(namespace)s AND i.job_id = j.v"
-        ],
+        ["DELETE i FROM " + _probed(_ids_table("locked"), _INDEX, "i", _INDEX_ROW_OF_ID)],
         "SELECT j.v FROM " + _ids_table("locked"),
         lock=(
-            f"SELECT i.job_id FROM {_INDEX} AS i"
+            f"SELECT i.job_id FROM {_INDEX} AS i FORCE INDEX (later_jobs_index_expire_idx)"
             " WHERE i.namespace = %(namespace)s AND i.date_expire IS NOT NULL"
             " AND i.date_expire <= %(now)s AND NOT EXISTS (SELECT 1 FROM later_storage AS s"
             " WHERE s.`key` = CONCAT(%(held_prefix)s, i.job_id, %(held_suffix)s))"
@@ -155,8 +159,9 @@ class MysqlIndexQueries(IndexQueries):
         ),
     )
     sweep_records = (
-        "DELETE s FROM " + _ids_table("keys", 500) + " JOIN later_storage AS s"
-        " ON s.`key` = j.v WHERE s.date_expire_unindexed IS NOT NULL"
+        "DELETE s FROM "
+        + _probed(_ids_table("keys", 500), "later_storage", "s", "s.`key` = j.v")
+        + " WHERE s.date_expire_unindexed IS NOT NULL"
     )
     record_transitions = RowsStatement(
         TRANSITIONS_INTO
