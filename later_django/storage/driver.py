@@ -53,15 +53,26 @@ class Returning(str):
     caller's, or one of their own). Only the MySQL driver's cursor runs it. Its text,
     for logs and errors, is every statement behind a word no SQL starts with: run as
     text by mistake (mysqlclient allows several statements per call), the server
-    refuses it before any write."""
+    refuses it before any write.
+
+    ``lock`` (optional, "lock then write"): a locking read run first, for a write that
+    must touch only rows it has locked (``FOR UPDATE SKIP LOCKED``). The values of its
+    first column are bound, as one list parameter (``Driver.list_param``) named
+    ``locked``, to the writes and the read; when it finds no row, nothing else runs and
+    the statement returns no row."""
 
     writes: tuple[str, ...]
     read: str
+    lock: str
 
-    def __new__(cls, writes: Sequence[str], read: str) -> Returning:
-        statement = super().__new__(cls, "RETURNING_EMULATED " + ";\n".join([*writes, read]))
+    def __new__(cls, writes: Sequence[str], read: str, lock: str = "") -> Returning:
+        parts = [lock] if lock else []
+        statement = super().__new__(
+            cls, "RETURNING_EMULATED " + ";\n".join([*parts, *writes, read])
+        )
         statement.writes = tuple(writes)
         statement.read = read
+        statement.lock = lock
         return statement
 
 

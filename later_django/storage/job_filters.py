@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from later_django.core import clock
 from later_django.storage.driver import Driver
-from later_django.storage.queries.index import UNINDEXED_FILTER_STAGES, list_filtered
+from later_django.storage.queries.index import UNINDEXED_FILTER_STAGES, IndexQueries
 from later_django.storage.types import IndexFilters, JobIndexPage, JobIndexRow
 
 #: The start marker of a stage page's cursor: the first index rows.
@@ -69,6 +69,7 @@ class FilteredIndexReads:
     """The filtered lists of :class:`~later_django.storage.job_index.JobIndexStore`."""
 
     _driver: Driver
+    _q: IndexQueries
 
     def job_index_list_filtered(
         self,
@@ -97,7 +98,7 @@ class FilteredIndexReads:
         }
         if after is not None:
             params["after_date_ms"], params["after_job_id"] = after
-        statement = list_filtered(
+        statement = self._q.list_filtered(
             tuple(columns),
             after=after is not None,
             since=since_ms is not None,

@@ -27,7 +27,11 @@ class UpkeepStore:
 
         SQLite: ``page_count * page_size`` as this connection sees it (pages still in
         the write-ahead log included). PostgreSQL: ``pg_database_size`` of the
-        current database.
+        current database. MySQL/MariaDB: the data and index lengths of the current
+        schema's tables (``information_schema.tables``), InnoDB's estimate as of its
+        last statistics of each table (refreshed after about a tenth of a table
+        changed, or by ``ANALYZE TABLE``; MySQL 8.0 also caches them for
+        ``information_schema_stats_expiry``, a day by default).
         """
         row = self._driver.fetch_one(self._q.total_db_size_bytes)
         return None if row is None or row[0] is None else int(row[0])
@@ -67,7 +71,8 @@ class UpkeepStore:
         readers: ``TRUNCATED`` (the ``-wal`` file is empty) or ``GAVE_UP``, rather
         than stall writers behind a reader that never finishes. The connection's
         ``busy_timeout`` is restored afterwards, also when the checkpoint fails.
-        ``NOT_APPLICABLE`` on PostgreSQL and on SQLite outside WAL mode. On SQLite
+        ``NOT_APPLICABLE`` on PostgreSQL, on MySQL/MariaDB (InnoDB recycles its redo
+        log) and on SQLite outside WAL mode. On SQLite
         inside ``transaction.atomic()`` it raises ``TransactionManagementError``.
         """
         return self._q.checkpoint_wal_above(self._driver, frames, truncate_wait_ms)
@@ -79,6 +84,8 @@ class UpkeepStore:
         (in WAL mode the file shrinks at the next checkpoint). SQLite cannot vacuum
         inside a transaction, so this raises ``TransactionManagementError`` when
         called inside ``transaction.atomic()``. PostgreSQL: does nothing;
-        autovacuum reclaims dead rows online.
+        autovacuum reclaims dead rows online. MySQL/MariaDB: does nothing; InnoDB's
+        purge reclaims deleted rows online (``OPTIMIZE TABLE`` would rebuild a table,
+        which no maintenance pass should).
         """
         self._q.vacuum(self._driver)

@@ -11,6 +11,7 @@ import pytest
 from django.db import DatabaseError, transaction
 
 from later_django.storage.batch import WriteBatch
+from later_django.storage.queries.queue import QueueQueries
 from later_django.storage.stores import Stores, stores_for
 from later_django.storage.types import (
     Delete,
@@ -21,8 +22,14 @@ from later_django.storage.types import (
     Set,
     StorageOperation,
 )
+from tests.storage import three_databases
+from tests.storage.three_databases import needs_statements
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 
 def index_row(
@@ -93,6 +100,7 @@ def test_an_index_remove_and_a_record_delete_commit_together(db_alias: str) -> N
 def test_a_batch_one_statement_can_write_is_one_statement_where_the_driver_combines(
     db_alias: str,
 ) -> None:
+    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     batch = WriteBatch(
         "ns",
@@ -109,6 +117,7 @@ def test_a_batch_one_statement_can_write_is_one_statement_where_the_driver_combi
 
 
 def test_a_hand_back_makes_a_batch_one_statement_per_table(db_alias: str) -> None:
+    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     batch = WriteBatch("ns", owner="w", nacks=[(1, 0)], operations=[Set("ns-job-f", b"r")])
     assert not batch.combinable()

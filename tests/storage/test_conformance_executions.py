@@ -1,5 +1,5 @@
-"""Conformance of ``ExecutionPort`` (``stores_for(alias).executions``) on SQLite and
-PostgreSQL: execution leases (renew, release, read, purge) and worker heartbeat rows
+"""Conformance of ``ExecutionPort`` (``stores_for(alias).executions``) on SQLite,
+PostgreSQL and MariaDB: execution leases (renew, release, read, purge) and worker heartbeat rows
 (live set, graceful removal, bounded purge), as the port's docstrings state."""
 
 from __future__ import annotations
@@ -10,8 +10,13 @@ from django.db import connections, transaction
 from later_django.storage.execution import RunningExecution
 from later_django.storage.stores import stores_for
 from later_django.storage.types import ExecutionLease, JobIndexRow, WorkerRow
+from tests.storage import three_databases
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 NS = "ns"
 OTHER_NS = "ns-other"

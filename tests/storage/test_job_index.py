@@ -1,4 +1,4 @@
-"""The dashboard job index (``JobIndexStore``) on SQLite and PostgreSQL.
+"""The dashboard job index (``JobIndexStore``) on SQLite, PostgreSQL and MariaDB.
 
 Ports the seed's ``stage_count_tests`` (all but the delivery-queue test, which
 lives with the queue, and the 1.5M-row benchmark) and covers the rest of the
@@ -26,13 +26,29 @@ from later_django.core.commands import (
     ExecuteJob,
     encode_command,
 )
+from later_django.core.keys import dependents_key
 from later_django.models import DeliveryMessage, StorageRangeItem
 from later_django.storage.job_index import JobIndexStore
 from later_django.storage.queries.index import LIVE_STAGE_LIST
+from later_django.storage.queries.queue import QueueQueries
 from later_django.storage.stores import stores_for
-from later_django.storage.types import JobIndexRemove, JobIndexRow, JobIndexUpsert
+from later_django.storage.types import (
+    Delete,
+    Increment,
+    JobIndexRemove,
+    JobIndexRow,
+    JobIndexUpsert,
+    Set,
+)
+from tests.conftest import use_database
+from tests.storage import three_databases
+from tests.storage.three_databases import key_column, needs_statements
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 #: A queue message that is not a job: a command tag this release does not know.
 OTHER_COMMAND = msgpack.packb({"c": "partition", "topic": "orders"})
@@ -289,6 +305,7 @@ def test_a_recount_repairs_drifted_finished_counters(db_alias: str) -> None:
 def test_a_bounded_recount_leaves_a_table_of_more_rows_to_its_triggers(db_alias: str) -> None:
     """``max_rows``: what the ``reconcile`` pass asks (decision 115). A table whose
     namespace holds more rows than that is neither recounted nor read further."""
+    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     store = stores.index
     store.job_index_upsert("ns", [row(f"j{n}", "running") for n in range(3)])
@@ -373,18 +390,24 @@ class _AfterFirstStatement:
         return result
 
 
-def test_a_writer_committing_inside_the_recount_is_counted_once(postgres_alias: str) -> None:
-    """PostgreSQL (SQLite's one writer cannot commit inside another's transaction):
-    a writer commits a row whose counter row it creates, between the recount's
-    statements, and is counted exactly once."""
-    store = stores_for(postgres_alias).index
+@pytest.fixture(params=["postgres", "mariadb"])
+def server_alias(request: pytest.FixtureRequest) -> str:
+    """PostgreSQL, then MariaDB: the databases whose writers commit concurrently."""
+    return use_database(request, request.param)
+
+
+def test_a_writer_committing_inside_the_recount_is_counted_once(server_alias: str) -> None:
+    """PostgreSQL and MariaDB (SQLite's one writer cannot commit inside another's
+    transaction): a writer commits a row whose counter row it creates, between the
+    recount's statements, and is counted exactly once."""
+    store = stores_for(server_alias).index
     store.job_index_upsert("ns", [row("a", "delayed")])
-    assert counter_totals(postgres_alias) == {"delayed": 1}
+    assert counter_totals(server_alias) == {"delayed": 1}
 
     def commit_a_waiting_row() -> None:
         def write() -> None:
             try:
-                stores_for(postgres_alias).index.job_index_upsert("ns", [row("w", "waiting")])
+                stores_for(server_alias).index.job_index_upsert("ns", [row("w", "waiting")])
             finally:
                 connections.close_all()
 
@@ -394,13 +417,13 @@ def test_a_writer_committing_inside_the_recount_is_counted_once(postgres_alias: 
         assert not writer.is_alive(), "the writer was blocked by the recount"
 
     hooked = JobIndexStore(
-        _AfterFirstStatement(stores_for(postgres_alias).driver, commit_a_waiting_row)
+        _AfterFirstStatement(stores_for(server_alias).driver, commit_a_waiting_row)
     )
     hooked.job_index_reconcile_stage_counts("ns")
 
-    assert counter_totals(postgres_alias) == {"delayed": 1, "waiting": 1}
+    assert counter_totals(server_alias) == {"delayed": 1, "waiting": 1}
     store.job_index_reconcile_stage_counts("ns")
-    assert counter_totals(postgres_alias) == {"delayed": 1, "waiting": 1}
+    assert counter_totals(server_alias) == {"delayed": 1, "waiting": 1}
 
 
 def test_a_recount_beside_concurrent_writers_leaves_the_counters_exact(db_alias: str) -> None:
@@ -408,6 +431,7 @@ def test_a_recount_beside_concurrent_writers_leaves_the_counters_exact(db_alias:
     writer that commits between its reads is counted once, not twice (replacing
     the counters with a recount did count twice a writer that created its counter
     row meanwhile) and not zero times."""
+    needs_statements(db_alias, QueueQueries)
     errors: list[BaseException] = []
     writing = threading.Event()
     writing.set()
@@ -475,6 +499,7 @@ def test_one_statement_moving_thousands_of_rows_keeps_the_counters_exact(db_alia
     stage (no join of the transition tables, which took 40 s at 10,000 rows under
     the nested-loop plan PL/pgSQL kept): rows that moved count, rows re-saved in
     their stage do not, and the queue depth follows claims and hand-backs."""
+    needs_statements(db_alias, QueueQueries)
     store = stores_for(db_alias).index
     store.job_index_upsert("ns", [row(f"j{n}", "delayed") for n in range(3_000)])
     store.job_index_upsert("ns", [row("first", "delayed")])  # a small statement first
@@ -580,6 +605,12 @@ def test_live_stage_count_is_answered_from_the_index_alone(db_alias: str, vendor
     stores_for(db_alias).index.job_index_upsert(
         "ns", [row(f"job-{n:03}", ("delayed", "running", "success")[n % 3]) for n in range(300)]
     )
+    if vendor == "mysql":
+        run_sql(db_alias, "ANALYZE TABLE later_jobs_index")
+        ((_, _, table, kind, _, key, *_, extra),) = run_sql(db_alias, "EXPLAIN " + query, ["ns"])
+        assert (table, kind, key) == ("later_jobs_index", "range", "later_jobs_index_stage_idx")
+        assert "Using index" in extra, extra  # the index alone: no row of the table read
+        return
     run_sql(db_alias, "VACUUM ANALYZE later_jobs_index")  # fills the visibility map
     with transaction.atomic(using=db_alias):
         run_sql(db_alias, "SET LOCAL enable_seqscan = off")
@@ -974,6 +1005,68 @@ def test_the_index_sweep_removes_expired_rows_at_most_limit_at_a_time(db_alias: 
 
     left = sorted(job_id for (job_id,) in run_sql(db_alias, "SELECT job_id FROM later_jobs_index"))
     assert left == ["expired-elsewhere", "kept-1", "kept-2", "live"]
+
+
+def test_the_index_sweep_keeps_a_job_its_dependents_counter_holds_and_deletes_records(
+    db_alias: str,
+) -> None:
+    """A job whose dependents counter exists is not swept, however long ago it expired;
+    the swept jobs' records go with their rows, unless written live again since (no
+    ``date_expire_unindexed``)."""
+    stores = stores_for(db_alias)
+    store, t = stores.index, now_ms()
+    store.job_index_upsert(
+        "ns", [row(job_id, "success", t - 1_000) for job_id in ("held", "free", "again")]
+    )
+    stores.kv.apply(
+        [Set(f"ns-job-{job_id}", b"record") for job_id in ("held", "free", "again")]
+        + [Increment(dependents_key("ns", "held"))]
+    )
+    key = key_column(db_alias)
+    run_sql(
+        db_alias,
+        f"UPDATE later_storage SET date_expire_unindexed = %s WHERE {key} IN (%s, %s)",
+        [t - 1_000, "ns-job-held", "ns-job-free"],
+    )
+
+    assert store.job_index_sweep_expired("ns", t, 10) == 2
+    assert store.job_index_get("ns", "held") is not None
+    assert (store.job_index_get("ns", "free"), store.job_index_get("ns", "again")) == (None, None)
+    records = run_sql(db_alias, f"SELECT {key} FROM later_storage WHERE {key} LIKE 'ns-job-%%'")
+    assert sorted(records) == [("ns-job-again",), ("ns-job-held",), ("ns-job-held-dependents",)]
+
+    stores.kv.apply([Delete(dependents_key("ns", "held"))])
+    assert store.job_index_sweep_expired("ns", t, 10) == 1
+    assert store.job_index_get("ns", "held") is None
+    assert store.job_index_sweep_expired("ns", t, 10) == 0
+
+
+def test_concurrent_index_sweeps_take_disjoint_rows_without_waiting(
+    request: pytest.FixtureRequest,
+) -> None:
+    """MariaDB's sweep locks the rows it deletes first (``FOR UPDATE SKIP LOCKED``): a
+    second sweeper, while the first has not committed, skips the first one's rows
+    instead of waiting for them, and neither counts a row the other deleted."""
+    alias = use_database(request, "mariadb")
+    store, t = stores_for(alias).index, now_ms()
+    store.job_index_upsert("ns", [row(f"old-{n}", "success", t - 10_000 + n) for n in range(6)])
+    second: list[int] = []
+
+    def sweep_beside() -> None:
+        try:
+            started = time.monotonic()
+            second.append(stores_for(alias).index.job_index_sweep_expired("ns", t, 10))
+            second.append(int(time.monotonic() - started < 5))
+        finally:
+            connections.close_all()
+
+    with transaction.atomic(using=alias):
+        assert store.job_index_sweep_expired("ns", t, 4) == 4
+        beside = threading.Thread(target=sweep_beside)
+        beside.start()
+        beside.join(timeout=30)
+    assert second == [2, 1], "the second sweeper took the two rows left, without waiting"
+    assert not run_sql(alias, "SELECT job_id FROM later_jobs_index WHERE namespace = 'ns'")
 
 
 def test_namespaces_never_see_each_others_jobs(db_alias: str) -> None:

@@ -1,10 +1,10 @@
 """The job index's filtered lists (migration 0018): task, queue and error filters as
-keyset pages of the filter indexes, on SQLite and PostgreSQL.
+keyset pages of the filter indexes, on SQLite, PostgreSQL and MariaDB.
 
 A filtered page returns exactly the matching rows in the list's order over any
 number of pages, and a filter that matches nothing reads no row: the plans are
 asserted (PostgreSQL ``EXPLAIN (ANALYZE, FORMAT JSON)``, SQLite ``EXPLAIN QUERY
-PLAN``), not timed.
+PLAN``, MariaDB ``ANALYZE``), not timed.
 """
 
 from __future__ import annotations
@@ -17,11 +17,17 @@ from django.db import connections
 
 from later_django.core.clock import now_ms
 from later_django.storage.job_filters import parse_stage_cursor
-from later_django.storage.queries.index import UNINDEXED_FILTER_STAGES, list_filtered
-from later_django.storage.stores import stores_for
+from later_django.storage.queries.index import UNINDEXED_FILTER_STAGES, IndexQueries
+from later_django.storage.stores import driver_for, stores_for
 from later_django.storage.types import IndexFilters, JobIndexRow
+from tests.conftest import use_database
+from tests.storage import three_databases
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 HOUR_MS = 3_600_000
 FILTER_INDEXES = {
@@ -131,7 +137,9 @@ def test_a_filtered_page_needs_a_filter(db_alias: str) -> None:
         store.job_index_list_filtered("ns", "failed", IndexFilters(queue_name="q"), "q:5", 5)
 
 
-def _statement(stage: str, filters: IndexFilters, cursor: str | None) -> tuple[str, dict]:
+def _statement(
+    db_alias: str, stage: str, filters: IndexFilters, cursor: str | None
+) -> tuple[str, dict]:
     """The statement and parameters ``job_index_list_filtered`` runs for one page."""
     columns = filters.columns()
     after = None if cursor is None else parse_stage_cursor(cursor)
@@ -139,13 +147,25 @@ def _statement(stage: str, filters: IndexFilters, cursor: str | None) -> tuple[s
     params.update(columns)
     if after is not None:
         params["after_date_ms"], params["after_job_id"] = after
-    text = list_filtered(
-        tuple(columns),
-        after=after is not None,
-        since=False,
-        indexed=stage not in UNINDEXED_FILTER_STAGES,
+    text = (
+        driver_for(db_alias)
+        .queries(IndexQueries)
+        .list_filtered(
+            tuple(columns),
+            after=after is not None,
+            since=False,
+            indexed=stage not in UNINDEXED_FILTER_STAGES,
+        )
     )
     return text, params
+
+
+def analyzed(cursor: Any, text: str, params: dict) -> list[dict[str, Any]]:
+    """MariaDB's ``ANALYZE`` of a statement (it runs it): one dict per step of the plan,
+    ``r_rows`` the rows the step read."""
+    cursor.execute("ANALYZE " + text, params)
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
 
 
 def _nodes(plan: dict) -> list[dict]:
@@ -174,16 +194,29 @@ def test_a_filter_matching_nothing_reads_no_rows(db_alias: str, vendor: str) -> 
         store.job_index_upsert("ns", rows[start : start + 1000])
     connection = connections[db_alias]
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE" if vendor == "sqlite" else "VACUUM ANALYZE later_jobs_index")
+        cursor.execute(
+            {"sqlite": "ANALYZE", "mysql": "ANALYZE TABLE later_jobs_index"}.get(
+                vendor, "VACUUM ANALYZE later_jobs_index"
+            )
+        )
+        if vendor == "mysql":
+            cursor.fetchall()  # ANALYZE TABLE returns its report
         for filters in [*NOTHING, OLDEST_ONLY]:
             for cursor_text in (None, "i:1800000000000:job-00000"):
-                text, params = _statement("failed", filters, cursor_text)
+                text, params = _statement(db_alias, "failed", filters, cursor_text)
                 if vendor == "sqlite":
                     cursor.execute("EXPLAIN QUERY PLAN " + text, params)
                     details = [detail for *_, detail in cursor.fetchall()]
                     used = [d for d in details if any(name in d for name in FILTER_INDEXES)]
                     assert used and all(d.startswith("SEARCH") for d in details), details
                     assert not any("TEMP B-TREE" in d for d in details), details
+                    continue
+                if vendor == "mysql":
+                    (step,) = analyzed(cursor, text, params)
+                    assert step["key"] in FILTER_INDEXES, step
+                    assert "filesort" not in step["Extra"], step
+                    read = float(step["r_rows"] or 0)
+                    assert read <= (2 if filters is OLDEST_ONLY else 0), (filters, step)
                     continue
                 cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + text, params)
                 (value,) = cursor.fetchone()
@@ -196,3 +229,39 @@ def test_a_filter_matching_nothing_reads_no_rows(db_alias: str, vendor: str) -> 
                 read = scans[0]["Actual Rows"] + scans[0].get("Rows Removed by Filter", 0)
                 assert read <= (2 if filters is OLDEST_ONLY else 0), (filters, scans)
     assert walk(db_alias, "failed", OLDEST_ONLY, 50) == ["job-04999", "job-04998"]
+
+
+def test_a_page_behind_a_cursor_reads_the_page_not_the_rows_before_it(
+    request: pytest.FixtureRequest,
+) -> None:
+    """MariaDB (F8 of docs/design/mariadb-driver-survey.md): a keyset written as a row
+    value, ``(stage_date_ms, job_id) < (...)``, is no index range there, so a page deep
+    in a list read every row before its cursor; the spelled-out keyset reads the page.
+    Stage lists and filtered lists, on 5,000 rows, with a cursor 4,000 rows in."""
+    alias = use_database(request, "mariadb")
+    n = 5_000
+    store = stores_for(alias).index
+    rows = [row(i) for i in range(n)]
+    for start in range(0, n, 1000):
+        store.job_index_upsert("ns", rows[start : start + 1000])
+    deep = rows[4_000]
+    after = {"after_date_ms": deep.stage_date_ms, "after_job_id": deep.job_id}
+    queries = driver_for(alias).queries(IndexQueries)
+    base = {"namespace": "ns", "stage": "failed", "now": now_ms(), "limit": 51, **after}
+    pages = [(queries.list_by_stage_after, base, 51)]
+    for filters, matching in [
+        (IndexFilters(queue_name="q0"), 2),
+        (IndexFilters(task_path="app.tasks.t1"), 3),
+        (IndexFilters(queue_name="nosuch"), 0),
+    ]:
+        columns = filters.columns()
+        text = queries.list_filtered(tuple(columns), after=True, since=False, indexed=True)
+        # A filter matching one row in ``matching`` reads about that many per row kept.
+        pages.append((text, {**base, **columns}, 51 * matching))
+    with connections[alias].cursor() as cursor:
+        cursor.execute("ANALYZE TABLE later_jobs_index")
+        cursor.fetchall()
+        for text, params, bound in pages:
+            (step,) = analyzed(cursor, text, params)
+            assert float(step["r_rows"] or 0) <= bound + 4, (text, step)
+            assert "filesort" not in step["Extra"], step

@@ -16,8 +16,13 @@ from later_django.storage.types import (
     JobIndexWaitStats,
     QueueSample,
 )
+from tests.storage import three_databases
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 #: 30 s into a minute, so "now" and "now - 1 minute" are the current and previous buckets.
 MINUTE_START = 29_000_000 * MINUTE_MS

@@ -6,12 +6,13 @@ store is built though only the kv store has statements, the answers that stand i
 from __future__ import annotations
 
 import pytest
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, DataError, connections
 
 from later_django.storage.driver import Returning
 from later_django.storage.mysql import MysqlDriver
+from later_django.storage.queries.topics import TopicQueries
 from later_django.storage.stores import stores_for
-from later_django.storage.types import Set
+from later_django.storage.types import Delete, Set
 from tests.conftest import use_database
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -88,3 +89,56 @@ def test_a_batch_larger_than_the_packet_is_written_in_several_statements_at_once
     found = stores_for(mariadb).kv.get_many([op.key for op in sets])
     assert {key: len(value) for key, value in found.items()} == {op.key: value_size for op in sets}
     assert found["big-07"] == bytes([7]) * value_size
+
+
+def test_a_locking_read_binds_the_rows_it_locked_and_without_any_nothing_else_runs(
+    mariadb: str,
+) -> None:
+    """``Returning.lock``: the first column of the locking read's rows is bound as the
+    list ``locked`` for the writes and the read; no row locked, no write and no row."""
+    kv = stores_for(mariadb).kv
+    kv.apply([Set("lock-a", b"1"), Set("lock-b", b"2"), Set("other", b"3")])
+    keys = "JSON_TABLE(%(locked)s, '$[*]' COLUMNS (v VARCHAR(500) PATH '$')) AS j"
+    statement = Returning(
+        [
+            f"UPDATE {keys} STRAIGHT_JOIN later_storage AS s ON s.{_KEY} = j.v "
+            "SET s.value = 'locked'",
+            f"INSERT INTO later_storage ({_KEY}, value, date_created) VALUES ('marker', 'x', 0)",
+        ],
+        f"SELECT j.v FROM {keys} ORDER BY j.v",
+        lock=f"SELECT {_KEY} FROM later_storage WHERE {_KEY} LIKE %(like)s ORDER BY {_KEY} "
+        "FOR UPDATE SKIP LOCKED",
+    )
+    driver = stores_for(mariadb).driver
+    assert driver.fetch_all(statement, {"like": "lock-%"}) == [("lock-a",), ("lock-b",)]
+    assert kv.get_many(["lock-a", "lock-b", "other", "marker"]) == {
+        "lock-a": b"locked",
+        "lock-b": b"locked",
+        "other": b"3",
+        "marker": b"x",
+    }
+    kv.apply([Delete("marker")])
+    assert driver.fetch_all(statement, {"like": "none-%"}) == []
+    assert driver.execute(statement, {"like": "none-%"}) == 0
+    assert kv.get("marker") is None, "no row locked: the writes did not run"
+
+
+def test_a_topic_insert_says_whether_it_wrote_the_row_and_refuses_a_too_long_topic(
+    mariadb: str,
+) -> None:
+    """``insert_if_absent`` answers from its own ``LAST_INSERT_ID`` flag (a kept row
+    counts one under ``CLIENT_FOUND_ROWS``; an earlier win left on the connection
+    does not leak), and a topic too long for its column is an error, not a truncated
+    row (``INSERT IGNORE`` would have stored one)."""
+    stores = stores_for(mariadb)
+    driver, q = stores.driver, stores.driver.queries(TopicQueries)
+    params = {"namespace": "ns", "topic": "t", "partitions": 4, "now": 1_000}
+    assert driver.execute(q.insert_if_absent, params) == 1
+    assert stores.kv.set_if_absent("flag", b"1") is True  # LAST_INSERT_ID() is 1 now
+    assert driver.execute(q.insert_if_absent, {**params, "partitions": 9}) == 0
+    assert stores.topics.stored_partitions("ns", "t") == 4
+    assert stores.topics.record_if_absent("ns", "u", 2) == 2
+    assert stores.topics.record_if_absent("ns", "u", 5) == 2
+    with pytest.raises(DataError):
+        stores.topics.record_if_absent("ns", "x" * 201, 3)
+    assert stores.dashboard.topics("ns") == [("t", 4), ("u", 2)]

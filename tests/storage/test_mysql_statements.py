@@ -45,7 +45,7 @@ def statements() -> Iterator[tuple[str, str]]:
             value = getattr(instance, name)
             label = f"{base.__name__}.{name}"
             if isinstance(value, Returning):
-                for at, text in enumerate([*value.writes, value.read]):
+                for at, text in enumerate([*filter(None, [value.lock]), *value.writes, value.read]):
                     yield f"{label}[{at}]", text
             elif isinstance(value, RowsStatement):
                 for part in ("before", "sql", "read"):

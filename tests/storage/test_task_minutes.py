@@ -18,8 +18,13 @@ from later_django.storage.types import (
     TaskMinuteSample,
     TaskOutcomeSums,
 )
+from tests.storage import three_databases
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 MINUTE = 29_000_000
 NOW = MINUTE * MINUTE_MS + 30_000
@@ -196,6 +201,23 @@ def test_failure_groups_count_first_last_and_newest_sample_of_failing_attempts_o
     assert metrics.failure_groups("ns", MINUTE - 5, MINUTE, limit=1) == groups[:1]
     assert metrics.failure_groups("ns", MINUTE - 5, MINUTE, limit=10, task_path=SEND) == groups[2:]
     assert metrics.failure_groups("other", MINUTE - 5, MINUTE, limit=10) == []
+
+
+def test_the_newest_sample_is_the_byte_wise_largest_job_id_whatever_the_case(
+    db_alias: str,
+) -> None:
+    """Job ids compare byte by byte, as Python compares them (``"job-a" > "job-B"``), in a
+    flush's upsert and in the failure groups, on every database (not by a collation
+    that folds case or sorts letters before their case)."""
+    failed = {"outcome": "failed", "error": BOOM}
+    record(db_alias, sample(**failed, job_id="job-B"))
+    record(db_alias, sample(**failed, job_id="job-a"))
+    record(db_alias, sample(**failed, job_id="job-C"))
+    (stored,) = TaskMinuteMetric.objects.using(db_alias).filter(namespace="ns", outcome="failed")
+    assert stored.sample_job_id == max("job-B", "job-a", "job-C") == "job-a"
+    record(db_alias, sample(**failed, job_id="job-Z", at_ms=NOW - MINUTE_MS))
+    (group,) = stores_for(db_alias).metrics.failure_groups("ns", MINUTE - 5, MINUTE, limit=10)
+    assert group.sample_job_id == "job-a"
 
 
 def test_the_sweep_deletes_rows_past_the_retention_in_bounded_statements(db_alias: str) -> None:

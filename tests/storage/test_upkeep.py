@@ -16,8 +16,15 @@ from later_django.storage.sqlite.queries.upkeep import SqliteUpkeepQueries
 from later_django.storage.stores import stores_for
 from later_django.storage.types import Increment, RangeAdd, Set, WalCheckpoint
 from later_django.storage.upkeep import UpkeepStore
+from tests.conftest import use_database
+from tests.storage import three_databases
+from tests.storage.three_databases import key_column
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 MEGABYTE = 1 << 20
 
@@ -26,7 +33,10 @@ def expire_everything_now(db_alias: str, like: str) -> None:
     """Moves the expiry of matching values and range members into the past."""
     past = now_ms() - 1_000
     with connections[db_alias].cursor() as cursor:
-        cursor.execute("UPDATE later_storage SET date_expire = %s WHERE key LIKE %s", [past, like])
+        cursor.execute(
+            f"UPDATE later_storage SET date_expire = %s WHERE {key_column(db_alias)} LIKE %s",
+            [past, like],
+        )
         cursor.execute(
             "UPDATE later_storage_range SET date_expire = %s WHERE range_key LIKE %s",
             [past, like],
@@ -79,14 +89,22 @@ def reader(sqlite_alias: str) -> Iterator[sqlite3.Connection]:
 # --- size ---
 
 
-def test_total_db_size_is_positive_and_grows_after_writing_megabytes(db_alias: str) -> None:
+def test_total_db_size_is_positive_and_grows_after_writing_megabytes(
+    db_alias: str, vendor: str
+) -> None:
     store = stores_for(db_alias).upkeep
     # Earlier tests leave free pages in the SQLite file, which new rows would reuse
-    # without growing it; VACUUM returns them first (a no-op on PostgreSQL).
+    # without growing it; VACUUM returns them first (a no-op on PostgreSQL and MariaDB).
     store.vacuum()
     before = store.total_db_size_bytes()
     assert before > 0
     write_megabytes(db_alias, 3, "size")
+    if vendor == "mysql":
+        # MySQL/MariaDB answer InnoDB's statistics, which a table's growth refreshes
+        # later (after a tenth of it changed, in the background): refreshed now.
+        with connections[db_alias].cursor() as cursor:
+            cursor.execute("ANALYZE TABLE later_storage")
+            cursor.fetchall()
     assert store.total_db_size_bytes() >= before + 2 * MEGABYTE
 
 
@@ -126,7 +144,8 @@ def test_sweep_never_removes_unexpired_rows(db_alias: str) -> None:
     assert stores_for(db_alias).upkeep.sweep_expired(100) == 2
     assert kv.get_many(["forever", "later"]) == {"forever": b"v", "later": b"v"}
     with connections[db_alias].cursor() as cursor:
-        cursor.execute("SELECT key FROM later_storage ORDER BY key")
+        key = key_column(db_alias)
+        cursor.execute(f"SELECT {key} FROM later_storage ORDER BY {key}")
         assert [row[0] for row in cursor.fetchall()] == ["counter", "forever", "later"]
     assert kv.range_count("live-range") == 2
 
@@ -211,11 +230,17 @@ def test_vacuum_inside_a_transaction_is_refused_on_sqlite(sqlite_alias: str) -> 
         stores_for(sqlite_alias).upkeep.vacuum()
 
 
-def test_vacuum_does_nothing_on_postgresql(postgres_alias: str) -> None:
-    stores_for(postgres_alias).kv.apply([Set("k", b"v")])
-    with transaction.atomic(using=postgres_alias):
-        stores_for(postgres_alias).upkeep.vacuum()
-    assert stores_for(postgres_alias).kv.get("k") == b"v"
+@pytest.fixture(params=["postgres", "mariadb"])
+def server_alias(request: pytest.FixtureRequest) -> str:
+    """PostgreSQL, then MariaDB: servers that recycle their log and reclaim rows online."""
+    return use_database(request, request.param)
+
+
+def test_vacuum_does_nothing_on_postgresql_and_mariadb(server_alias: str) -> None:
+    stores_for(server_alias).kv.apply([Set("k", b"v")])
+    with transaction.atomic(using=server_alias):
+        stores_for(server_alias).upkeep.vacuum()
+    assert stores_for(server_alias).kv.get("k") == b"v"
 
 
 # --- WAL checkpoints ---
@@ -277,6 +302,6 @@ def test_checkpoint_inside_a_transaction_is_refused_on_sqlite(sqlite_alias: str)
         stores_for(sqlite_alias).upkeep.checkpoint_wal_above(1, 1_000)
 
 
-def test_checkpoint_is_not_applicable_on_postgresql(postgres_alias: str) -> None:
-    store = stores_for(postgres_alias).upkeep
+def test_checkpoint_is_not_applicable_on_postgresql_and_mariadb(server_alias: str) -> None:
+    store = stores_for(server_alias).upkeep
     assert store.checkpoint_wal_above(1, 1_000) is WalCheckpoint.NOT_APPLICABLE

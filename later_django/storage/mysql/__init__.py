@@ -46,10 +46,15 @@ _CONFLICTS = {1213: "deadlock", 1205: "lock_wait"}
 _VALUE_OVERHEAD = 16
 
 
+#: What a :class:`Returning` whose locking read found nothing answers: no row.
+_NO_ROW = "SELECT 1 FROM DUAL WHERE FALSE"
+
+
 class ReturningCursor:
     """Django's cursor of a MySQL connection that runs a :class:`Returning`: its
-    writes, then its read (whose rows ``fetchone``/``fetchall`` return), in the
-    caller's transaction or in one of their own. Any other statement runs as is."""
+    locking read if it has one, its writes, then its read (whose rows
+    ``fetchone``/``fetchall`` return), in the caller's transaction or in one of their
+    own. Any other statement runs as is."""
 
     def __init__(self, cursor: Any, driver: MysqlDriver) -> None:
         self._cursor = cursor
@@ -68,6 +73,13 @@ class ReturningCursor:
         if not isinstance(sql, Returning):
             return self._cursor.execute(sql, params)
         with self._driver.own_transaction():
+            if sql.lock:
+                self._cursor.execute(sql.lock, params)
+                locked = [row[0] for row in self._cursor.fetchall()]
+                if not locked:
+                    # Nothing locked, nothing to write: the answer is no row.
+                    return self._cursor.execute(_NO_ROW)
+                params = {**(params or {}), "locked": self._driver.list_param(locked)}
             for write in sql.writes:
                 self._cursor.execute(write, params)
             return self._cursor.execute(sql.read, params)

@@ -93,8 +93,30 @@ _LIST_BY_STAGE = (
     " AND (date_expire IS NULL OR date_expire > %(now)s)"
     " ORDER BY stage_date_ms DESC, job_id DESC LIMIT %(limit)s"
 )
-_AFTER_STAGE_KEY = " AND (stage_date_ms, job_id) < (%(after_date_ms)s, %(after_job_id)s)"
+#: Rows behind the keyset cursor ``(after_date_ms, after_job_id)`` in the list's order.
+AFTER_STAGE_KEY = "(stage_date_ms, job_id) < (%(after_date_ms)s, %(after_job_id)s)"
+#: The same rows with the row value spelled out: MariaDB reads a row-value comparison
+#: as no index range (every row before the cursor is read, then filtered). Written as
+#: a range of ``stage_date_ms`` and the tie-break as a filter: with the ``OR`` of the
+#: two bounds at the top, MariaDB merged a filter index with the primary key (its
+#: ``job_id`` range) and sorted the rows.
+AFTER_STAGE_KEY_EXPANDED = (
+    "stage_date_ms <= %(after_date_ms)s"
+    " AND (stage_date_ms < %(after_date_ms)s OR job_id < %(after_job_id)s)"
+)
+_AFTER_STAGE_KEY = " AND " + AFTER_STAGE_KEY
 _PARTITIONED = " AND topic IS NOT NULL"
+
+
+def list_by_stage(after_key: str = "", *, partitioned: bool = False) -> str:
+    """A stage list's page: behind the keyset term ``after_key`` when one is given,
+    only rows on a partition with ``partitioned`` (what a vendor overrides the
+    ``list_*_after`` statements with, its keyset term spelled its way)."""
+    return _LIST_BY_STAGE.format(
+        after=" AND " + after_key if after_key else "",
+        partitioned=_PARTITIONED if partitioned else "",
+    )
+
 
 #: The partial predicate of the filter indexes (migration 0018), repeated in the
 #: filtered lists' statements: SQLite uses a partial index only for a query that
@@ -107,21 +129,37 @@ FILTER_COLUMNS = ("payload_type", "queue_name", "error_class")
 
 
 @functools.cache
-def list_filtered(columns: tuple[str, ...], *, after: bool, since: bool, indexed: bool) -> str:
+def list_filtered(
+    columns: tuple[str, ...],
+    *,
+    after: bool,
+    since: bool,
+    indexed: bool,
+    expanded: bool = False,
+    hashed: tuple[str, ...] = (),
+) -> str:
     """A keyset page of one stage's unexpired rows whose ``columns`` (of
     :data:`FILTER_COLUMNS`) equal the parameters of the same names, newest first;
-    ``after``: behind the key ``(after_date_ms, after_job_id)``; ``since``: none
-    older than ``since_ms``; ``indexed``: the stage is one the filter indexes hold
-    (their predicate is written in). Fixed text only: every value is a parameter."""
+    ``after``: behind the key ``(after_date_ms, after_job_id)`` (``expanded``: as
+    :data:`AFTER_STAGE_KEY_EXPANDED` says it); ``since``: none older than
+    ``since_ms``; ``indexed``: the stage is one the filter indexes hold (their
+    predicate is written in); ``hashed``: the columns the vendor's filter indexes hold
+    as ``<column>_hash``, their SHA-256 (MySQL, migration 0019), matched first by that
+    hash. Fixed text only: every value is a parameter. :meth:`IndexQueries.list_filtered`
+    passes the vendor's pieces."""
     unknown = set(columns) - set(FILTER_COLUMNS)
     if unknown or not columns:
         raise ValueError(f"not filter columns: {sorted(unknown) or columns}")
     terms = ["namespace = %(namespace)s", "stage = %(stage)s"]
     if indexed:
         terms.append(IN_FILTER_INDEXES)
-    terms += [f"{column} = %({column})s" for column in FILTER_COLUMNS if column in columns]
+    for column in FILTER_COLUMNS:
+        if column in columns:
+            if column in hashed:
+                terms.append(f"{column}_hash = UNHEX(SHA2(%({column})s, 256))")
+            terms.append(f"{column} = %({column})s")
     if after:
-        terms.append(_AFTER_STAGE_KEY.removeprefix(" AND "))
+        terms.append(AFTER_STAGE_KEY_EXPANDED if expanded else AFTER_STAGE_KEY)
     if since:
         terms.append("stage_date_ms >= %(since_ms)s")
     terms.append("(date_expire IS NULL OR date_expire > %(now)s)")
@@ -142,6 +180,26 @@ _LIST_BY_PARTITION = (
 
 class IndexQueries:
     """Index, counter, metric and queue-sample statements."""
+
+    #: Whether the keyset term of the stage lists is :data:`AFTER_STAGE_KEY_EXPANDED`
+    #: (in :meth:`list_filtered`; a vendor that sets it overrides
+    #: ``list_by_stage_after`` and ``list_partitioned_enqueued_after`` with it too).
+    keyset_expanded: bool = False
+    #: The filter columns the vendor's filter indexes hold hashed (see :func:`list_filtered`).
+    hashed_filter_columns: tuple[str, ...] = ()
+
+    def list_filtered(
+        self, columns: tuple[str, ...], *, after: bool, since: bool, indexed: bool
+    ) -> str:
+        """This vendor's :func:`list_filtered` statement."""
+        return list_filtered(
+            columns,
+            after=after,
+            since=since,
+            indexed=indexed,
+            expanded=self.keyset_expanded,
+            hashed=self.hashed_filter_columns,
+        )
 
     get = (
         f"SELECT {ROW_COLUMNS} FROM later_jobs_index"
