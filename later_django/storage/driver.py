@@ -103,6 +103,11 @@ class RowsStatement:
     #: MySQL: a statement of the same rows run after ``sql``, returning what
     #: PostgreSQL's ``RETURNING`` returns (``execute_rows(returning=True)``).
     read: str = ""
+    #: MySQL: ``sql`` is an ``INSERT ... VALUES {values}`` of one row per row group
+    #: into a table whose ``AUTO_INCREMENT`` key is what ``RETURNING`` returns:
+    #: ``execute_rows(returning=True)`` answers ``(id,)`` per row, in row order, from
+    #: the ids the insert took (``cursor.lastrowid``), with no read.
+    auto_ids: bool = False
 
 
 class Subscription(Protocol):

@@ -5,8 +5,10 @@ caller's transaction when there is one (a published message commits with the
 caller's data) and runs in autocommit otherwise. The exceptions: a claim runs
 in the driver's ``write_transaction`` (SQLite: ``BEGIN IMMEDIATE`` with the
 recommended ``transaction_mode``, or a savepoint inside the caller's
-transaction), and a SQLite publish larger than the bound-variable limit is
-split into chunks inside one ``atomic`` block.
+transaction; MySQL: a transaction, as its claim is several statements:
+:class:`ClaimSteps`), and a publish larger than one statement (SQLite's
+bound-variable limit, MySQL's packet) is split into chunks inside one ``atomic``
+block.
 
 Depth is never counted here: triggers keep ``later_queue_depth`` exact (see
 migration ``0002``) and :meth:`SqlDeliveryQueue.depth` sums its shards.
@@ -15,16 +17,67 @@ migration ``0002``) and :meth:`SqlDeliveryQueue.depth` sums its shards.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from later_django.core.clock import now_ms
-from later_django.storage.driver import Driver, as_bytes
+from later_django.storage.driver import Driver, Row, as_bytes, prefix_placeholders
 from later_django.storage.queries.queue import WAKE_CHANNEL, QueueQueries
 from later_django.storage.types import ClaimedMessage
 
 #: django.tasks' priority range; higher is claimed first.
 MIN_PRIORITY = -100
 MAX_PRIORITY = 100
+
+
+class ClaimSteps(str):
+    """A claim that a vendor runs as several statements, the batch chosen here between
+    them (MySQL/MariaDB: no ``RETURNING``, no ``LATERAL``, no ``UPDATE`` in a ``WITH``),
+    all in the driver's ``write_transaction``:
+
+    1. ``served`` (namespace, now), only when the claim serves every queue: the names
+       of the namespace's queues that hold a ready message;
+    2. ``head`` (namespace, queue_name, now, batch_size): one queue's ready messages in
+       claim order, at most a batch, locked (``FOR UPDATE SKIP LOCKED``), as rows of
+       ``HEAD_COLUMNS``. Several queues are one statement: each queue's head in
+       parentheses, joined by ``UNION ALL``, its ``queue_name`` renamed ``q<n>_queue_name``
+       (never ``queue_name IN (...)``, which sorts, so locks, every candidate);
+    3. here: the heads merged in claim order, at most a batch, and the batch-or-one
+       rule of migration 0003 (the whole batch when it is full, else the first);
+    4. ``take`` (sequences, owner, lease_until): leases the chosen messages and adds
+       one delivery to each. The claimed rows are the heads' rows with the new lease
+       and count: no read after the write, and no record (as on SQLite).
+
+    Candidates that lose the merge stay locked until the claim commits, as on
+    PostgreSQL (migration 0016). A ``str`` (as :class:`~later_django.storage.driver.
+    Returning` is), so the query classes keep their types; its text, for logs, is
+    every step behind a word no SQL starts with: run as one statement by mistake,
+    the server refuses it before any write."""
+
+    head: str
+    take: str
+    served: str
+
+    def __new__(cls, *, head: str, take: str, served: str) -> ClaimSteps:
+        statement = super().__new__(cls, "CLAIM_IN_STEPS " + ";\n".join([served, head, take]))
+        statement.head, statement.take, statement.served = head, take, served
+        return statement
+
+
+#: The columns of a :class:`ClaimSteps` head's rows.
+HEAD_COLUMNS = "sequence, queue_name, payload, priority, available_at, deliveries"
+#: A head's parameters that every queue's part shares (``queue_name`` is its own).
+_SHARED_BY_HEADS = frozenset({"namespace", "now", "batch_size"})
+
+
+@lru_cache(maxsize=64)
+def heads_statement(head: str, count: int) -> str:
+    """``count`` queues' heads as one statement (see :class:`ClaimSteps`): the same
+    fixed text repeated, each part's ``queue_name`` renamed ``q<n>_queue_name``."""
+    parts = [prefix_placeholders(head, f"q{at}_", _SHARED_BY_HEADS) for at in range(count)]
+    if count == 1:
+        return parts[0]
+    return " UNION ALL ".join(f"({part})" for part in parts)
 
 
 class SqlDeliveryQueue:
@@ -66,7 +119,8 @@ class SqlDeliveryQueue:
         publishes it makes.
 
         One statement for the batch (SQLite: one per chunk of its bound-variable
-        limit, all in one transaction). ``available_at_ms`` defaults to now; a
+        limit, MySQL: of its packet, all in one transaction; MySQL answers the
+        sequences from the ids its inserts took). ``available_at_ms`` defaults to now; a
         later time defers the messages. Raises ``ValueError`` for an empty
         ``queue_name`` or a ``priority`` outside -100..100, before writing anything.
         """
@@ -135,9 +189,11 @@ class SqlDeliveryQueue:
         (:attr:`ClaimedMessage.record`; migration 0008). One statement
         (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so concurrent claimers never wait
         on each other's rows nor get the same message; SQLite: inside ``BEGIN
-        IMMEDIATE``). Returns the messages in claim order (priority descending,
-        then sequence). Raises ``ValueError`` for empty ``queue_names`` (``None``,
-        not ``[]``, means every queue), ``lease_ms`` ≤ 0 or ``batch_size`` < 1.
+        IMMEDIATE``); on MySQL the steps of :class:`ClaimSteps` in one transaction,
+        with ``SKIP LOCKED`` as on PostgreSQL. Returns the messages in claim order
+        (priority descending, then sequence). Raises ``ValueError`` for empty
+        ``queue_names`` (``None``, not ``[]``, means every queue), ``lease_ms`` ≤ 0
+        or ``batch_size`` < 1.
         """
         names = self._queue_names_param(queue_names)
         _check_positive("lease_ms", lease_ms)
@@ -156,11 +212,42 @@ class SqlDeliveryQueue:
         }
         statement = self._q.claim if single is None else self._q.claim_one_queue
         with self._driver.write_transaction():
-            rows = self._driver.fetch_all(statement, params)
+            if isinstance(statement, ClaimSteps):
+                rows = self._claim_in_steps(statement, params, queue_names)
+            else:
+                rows = self._driver.fetch_all(statement, params)
         messages = [_claimed_message(row) for row in rows]
         # RETURNING order is unspecified on both databases.
         messages.sort(key=lambda message: (-message.priority, message.sequence))
         return messages
+
+    def _claim_in_steps(
+        self, steps: ClaimSteps, params: dict[str, Any], queue_names: Sequence[str] | None
+    ) -> list[Row]:
+        """The claim of :class:`ClaimSteps`, inside the caller's ``write_transaction``:
+        the claimed rows (``COLUMNS``, no record), in no particular order."""
+        if queue_names is None:
+            served = [name for (name,) in self._driver.fetch_all(steps.served, params)]
+        else:
+            served = list(dict.fromkeys(queue_names))
+        if not served:
+            return []
+        named = {f"q{at}_queue_name": name for at, name in enumerate(served)}
+        heads = self._driver.fetch_all(heads_statement(steps.head, len(served)), params | named)
+        batch_size = params["batch_size"]
+        # Claim order: priority descending, then sequence (HEAD_COLUMNS 3 and 0).
+        candidates = sorted(heads, key=lambda row: (-row[3], row[0]))[:batch_size]
+        chosen = candidates if len(candidates) >= batch_size else candidates[:1]
+        if not chosen:
+            return []
+        owner, lease_until = params["owner"], params["lease_until"]
+        wanted = self._driver.list_param(sorted(row[0] for row in chosen))
+        taken = {"sequences": wanted, "owner": owner, "lease_until": lease_until}
+        self._driver.execute(steps.take, taken)
+        return [
+            (sequence, queue_name, payload, priority, available_at, owner, lease_until, count + 1)
+            for sequence, queue_name, payload, priority, available_at, count in chosen
+        ]
 
     def has_ready(self, namespace: str, queue_names: Sequence[str] | None) -> bool:
         """Whether a claim of ``queue_names`` (``None``: every queue) would find a message

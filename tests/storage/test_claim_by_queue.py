@@ -1,11 +1,13 @@
-"""A claim reads only the queues it serves (migration 0016), on SQLite and PostgreSQL.
+"""A claim reads only the queues it serves (migration 0016), on SQLite, PostgreSQL and
+MariaDB.
 
 The claim index is led by the queue: a claim walks the head of each served queue
 and merges them in claim order, so how much other queues hold (a paused queue, one
 no worker here serves) never changes what a claim reads. The work is counted, not
 timed: on PostgreSQL the claim index's entries returned in the claim's transaction
 (``pg_stat_get_xact_tuples_returned``), on SQLite the virtual machine's steps of
-the statement (a progress handler called at every step).
+the statement (a progress handler called at every step), on MariaDB the rows the
+session's handlers read (``Handler_read%``, every index and table read).
 """
 
 from __future__ import annotations
@@ -18,8 +20,13 @@ import pytest
 from django.db import connections, transaction
 
 from later_django.storage.queue import SqlDeliveryQueue
+from tests.storage import three_databases
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 BACKLOG = 3_000
 
@@ -27,7 +34,8 @@ BACKLOG = 3_000
 @contextmanager
 def work_counted(alias: str) -> Iterator[Callable[[], int]]:
     """Counts the database's work inside the block; the yielded function reads it
-    (PostgreSQL: claim-index entries returned; SQLite: virtual machine steps)."""
+    (PostgreSQL: claim-index entries returned; SQLite: virtual machine steps; MariaDB:
+    rows read by the session's handlers)."""
     connection = connections[alias]
     if connection.vendor == "postgresql":
         sql = "SELECT pg_stat_get_xact_tuples_returned('later_delivery_queue_claim_idx'::regclass)"
@@ -40,6 +48,16 @@ def work_counted(alias: str) -> Iterator[Callable[[], int]]:
         with transaction.atomic(using=alias):
             before = returned()
             yield lambda: returned() - before
+        return
+    if connection.vendor == "mysql":
+
+        def reads() -> int:
+            with connection.cursor() as cursor:
+                cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read%%'")
+                return sum(int(value) for _, value in cursor.fetchall())
+
+        start = reads()
+        yield lambda: reads() - start
         return
     connection.ensure_connection()
     steps = [0]

@@ -2,7 +2,8 @@
 
 Each claimed message carries the key of the record its payload names and that
 record's live value; a payload of any other shape gets no key. SQLite's claim
-reads no record (its read costs no round trip).
+reads no record (its read costs no round trip), nor does MySQL's (its claim's rows
+are built from its locking read: ``storage.queue.ClaimSteps``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ from later_django.core.commands import ExecuteJob, encode_command
 from later_django.core.keys import job_key
 from later_django.storage.stores import stores_for
 from later_django.storage.types import Set
+from tests.storage import three_databases
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 OWNER = "claimer"
 

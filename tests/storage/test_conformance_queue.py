@@ -1,5 +1,5 @@
-"""Conformance of ``QueuePort.delete_unclaimed`` (``stores_for(alias).queue``) on SQLite
-and PostgreSQL: an unheld message is deleted, a held one is left to its holder."""
+"""Conformance of ``QueuePort.delete_unclaimed`` (``stores_for(alias).queue``) on SQLite,
+PostgreSQL and MariaDB: an unheld message is deleted, a held one is left to its holder."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ import pytest
 from django.db import connections
 
 from later_django.storage.stores import stores_for
+from tests.storage import three_databases
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 NS = "ns"
 QUEUE = "jobs"

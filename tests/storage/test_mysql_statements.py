@@ -12,6 +12,7 @@ import pytest
 from django.db import DatabaseError, connections
 
 from later_django.storage.driver import PLACEHOLDER, Returning, RowsStatement
+from later_django.storage.queue import ClaimSteps, heads_statement
 from later_django.storage.stores import driver_class
 from tests.conftest import use_database
 
@@ -38,7 +39,8 @@ FORBIDDEN = {
 
 def statements() -> Iterator[tuple[str, str]]:
     """``(name, text)`` of every registered MySQL statement (a rows statement for two
-    rows, each part of a ``Returning`` apart)."""
+    rows, each part of a ``Returning`` apart, each step of the queue's claim and its heads
+    of two queues)."""
     for base, queries in driver_class("mysql").query_classes.items():
         instance = queries()
         for name in sorted(dir(queries)):
@@ -53,6 +55,10 @@ def statements() -> Iterator[tuple[str, str]]:
                     if text:
                         rows = value.joiner.join([value.row] * 2)
                         yield f"{label}.{part}", text.replace("{values}", rows)
+            elif isinstance(value, ClaimSteps):
+                for step in ("served", "head", "take"):
+                    yield f"{label}.{step}", getattr(value, step)
+                yield f"{label}.heads", heads_statement(value.head, 2)
             elif isinstance(value, str) and not name.startswith("_") and " " in value:
                 yield label, value
 

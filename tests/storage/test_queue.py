@@ -1,4 +1,4 @@
-"""The delivery queue on real SQLite and PostgreSQL databases.
+"""The delivery queue on real SQLite, PostgreSQL and MariaDB databases.
 
 Each test works in its own namespace, so rows and depth counters left by
 another test never show up in its assertions.
@@ -19,8 +19,13 @@ from later_django.core.clock import now_ms
 from later_django.storage.queue import SqlDeliveryQueue
 from later_django.storage.stores import stores_for
 from later_django.storage.types import ClaimedMessage
+from tests.storage import three_databases
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 QUEUE = "jobs"
 

@@ -1,4 +1,4 @@
-"""Claims for every queue (``queue_names=None``, a worker for ``QUEUES: []``) on both drivers.
+"""Claims for every queue (``queue_names=None``, a worker for ``QUEUES: []``) on the three drivers.
 
 Each test works in its own namespace, so rows left by another test never show up.
 """
@@ -10,8 +10,13 @@ from django.db import connections
 
 from later_django.core.clock import now_ms
 from later_django.storage.queue import SqlDeliveryQueue
+from tests.storage import three_databases
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 OWNER = "test-host:1:abcdef"
 

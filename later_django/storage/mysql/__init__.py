@@ -7,9 +7,11 @@ read with ``JSON_TABLE``; a batch of rows is one statement whose row groups repe
 server's packet (mysqlclient binds on the client: there is no variable limit)
 into several statements in one transaction. MySQL has no ``RETURNING``: a vendor
 statement that needs one is a :class:`~later_django.storage.driver.Returning`
-(writes, then a read), which this driver's cursors run. Only the kv store has
-MySQL statements so far (issue 36); another store's ``driver.queries(...)``
-raises ``LookupError`` on first use.
+(writes, then a read), which this driver's cursors run; an insert's new ids are
+what its ``lastrowid`` says (``RowsStatement.auto_ids``: :meth:`MysqlDriver.
+auto_increment`). Only some stores have MySQL statements so far (issue 36:
+``mysql.queries.WRITTEN``); another store's ``driver.queries(...)`` raises
+``LookupError`` on first use.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class MysqlDriver(Driver):
     def __init__(self, using: str) -> None:
         super().__init__(using)
         self._packet_limit: int | None = None
+        self._auto_increment: tuple[bool, int] | None = None
 
     def cursor(self) -> Any:
         return ReturningCursor(self.connection.cursor(), self)
@@ -130,26 +133,68 @@ class MysqlDriver(Driver):
         before, write, read = _compiled(statement)
         if write is None:
             raise ValueError("a rows statement needs its sql")
-        if returning and read is None:
+        if returning and read is None and not statement.auto_ids:
             raise NotImplementedError(
                 "MySQL has no RETURNING: this rows statement needs a read to return rows"
             )
         shared = shared or {}
         chunks = self._chunks(rows)
         returned: list[Row] = []
-        together = len(chunks) > 1 or before is not None or returning
+        # A single consecutive-ids insert answers its ids itself: no transaction.
+        answers_itself = statement.auto_ids and self.auto_increment()[0]
+        together = len(chunks) > 1 or before is not None or (returning and not answers_itself)
         with (
             self.own_transaction() if together else nullcontext(),
             self.connection.cursor() as cursor,
         ):
             for chunk in chunks:
-                for compiled in (before, write):
-                    if compiled is not None:
-                        cursor.execute(compiled.sql(len(chunk)), compiled.params(chunk, shared))
+                if before is not None:
+                    cursor.execute(before.sql(len(chunk)), before.params(chunk, shared))
+                if returning and statement.auto_ids:
+                    returned += self._insert_ids(cursor, write, chunk, shared)
+                    continue
+                cursor.execute(write.sql(len(chunk)), write.params(chunk, shared))
                 if returning and read is not None:
                     cursor.execute(read.sql(len(chunk)), read.params(chunk, shared))
                     returned += [tuple(row) for row in cursor.fetchall()]
         return returned
+
+    def _insert_ids(
+        self, cursor: Any, insert: PositionalRows, rows: Sequence[Params], shared: Params
+    ) -> list[Row]:
+        """Inserts ``rows`` (an ``auto_ids`` statement) and answers the id each took, in
+        row order. Consecutive ids (lock mode 0 or 1): one multi-row ``INSERT``, whose
+        rows took ``lastrowid``, ``lastrowid + step``... Interleaved (2): one ``INSERT``
+        per row, sent together, each answering its own id."""
+        consecutive, step = self.auto_increment()
+        if consecutive or len(rows) == 1:
+            cursor.execute(insert.sql(len(rows)), insert.params(rows, shared))
+            first = int(cursor.lastrowid)
+            return [(first + at * step,) for at in range(len(rows))]
+        params: list[Any] = []
+        for row in rows:
+            params += insert.params([row], shared)
+        cursor.execute(";\n".join([insert.sql(1)] * len(rows)), params)
+        ids = [(int(cursor.lastrowid),)]
+        while cursor.nextset():
+            ids.append((int(cursor.lastrowid),))
+        if len(ids) != len(rows):
+            raise RuntimeError(f"{len(rows)} inserts answered {len(ids)} ids")
+        return ids
+
+    def auto_increment(self) -> tuple[bool, int]:
+        """Whether one multi-row ``INSERT`` takes consecutive ``AUTO_INCREMENT`` ids,
+        and the step between them (asked once per driver). InnoDB promises them
+        consecutive for a multi-row ``VALUES`` under ``innodb_autoinc_lock_mode`` 0 and
+        1 (MariaDB's default); under 2 (MySQL 8's default) only unique and increasing.
+        The step is ``auto_increment_increment`` (1, unless Galera or a multi-source
+        setup spaces the ids)."""
+        if self._auto_increment is None:
+            with self.connection.cursor() as cursor:
+                cursor.execute("SELECT @@innodb_autoinc_lock_mode, @@auto_increment_increment")
+                mode, step = cursor.fetchone()
+            self._auto_increment = (int(mode) in (0, 1), int(step))
+        return self._auto_increment
 
     def _chunks(self, rows: Sequence[Params]) -> list[Sequence[Params]]:
         """``rows`` cut so that each statement's estimated size stays well inside the
