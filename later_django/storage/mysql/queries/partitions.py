@@ -49,8 +49,9 @@ def _lowest(exits: bool) -> str:
     when ``exits``), and ``i``, its job's index row."""
     skip = " AND k.job_id NOT IN (SELECT e.v FROM " + _ids("exits", "e") + ")" if exits else ""
     return (
-        "JOIN later_partition_job AS j ON j.namespace = %(namespace)s AND j.topic = p.topic "
-        "AND j.partition_id = p.partition_id AND j.sequence = (SELECT k.sequence "
+        "STRAIGHT_JOIN later_partition_job AS j ON j.namespace = %(namespace)s "
+        "AND j.topic = p.topic AND j.partition_id = p.partition_id "
+        "AND j.sequence = (SELECT k.sequence "
         "FROM later_partition_job AS k WHERE k.namespace = %(namespace)s "
         "AND k.topic = p.topic AND k.partition_id = p.partition_id" + skip + " "
         "ORDER BY k.sequence LIMIT 1) "
@@ -105,10 +106,12 @@ class MysqlPartitionQueries(PartitionQueries):
     jobs_delete = (
         "DELETE j FROM "
         + _ids("exits", "e")
-        + " JOIN later_partition_job AS j ON j.namespace = %(namespace)s AND j.job_id = e.v"
+        + " STRAIGHT_JOIN later_partition_job AS j FORCE INDEX (later_partition_job_job_uniq) "
+        "ON j.namespace = %(namespace)s AND j.job_id = e.v"
     )
     job_run_at = (
-        "UPDATE later_partition_job SET earliest_run_at = %(at)s "
+        "UPDATE later_partition_job FORCE INDEX (later_partition_job_job_uniq) "
+        "SET earliest_run_at = %(at)s "
         "WHERE namespace = %(namespace)s AND job_id = %(job_id)s"
     )
     # Each named partition's lowest row, with its job's stage from the index, becomes
@@ -155,15 +158,20 @@ class MysqlPartitionQueries(PartitionQueries):
         "AND h.partition_id = %(partition_id)s) "
         "ON DUPLICATE KEY UPDATE namespace = later_partition_head.namespace"
     )
-    # The heads of the named partitions that have no row left.
+    # The heads of the named partitions that have no row left, run after
+    # head_recompute: a head it did not move still names a job whose row is gone (the
+    # partition was empty in its read), so that is what is asked, by the job's key
+    # (an anti-join: as NOT EXISTS the server read every job id of the namespace).
+    # Asking whether the partition has any row would be a locking read here (what a
+    # DELETE reads is locked, even at READ COMMITTED): it waited for an enqueue's
+    # uncommitted row, then saw it and kept a head naming a deleted row (tried).
     head_delete_if_empty = (
         "DELETE h FROM "
         + _PARTITIONS
-        + " JOIN later_partition_head AS h ON h.namespace = %(namespace)s "
+        + " STRAIGHT_JOIN later_partition_head AS h ON h.namespace = %(namespace)s "
         "AND h.topic = p.topic AND h.partition_id = p.partition_id "
-        "WHERE NOT EXISTS (SELECT 1 FROM later_partition_job AS j "
-        "WHERE j.namespace = %(namespace)s AND j.topic = p.topic "
-        "AND j.partition_id = p.partition_id)"
+        "LEFT JOIN later_partition_job AS j FORCE INDEX (later_partition_job_job_uniq) "
+        "ON j.namespace = %(namespace)s AND j.job_id = h.job_id WHERE j.job_id IS NULL"
     )
     heads_claim = (
         _CLAIM_FROM.format(record_key="CONCAT(%(prefix)s, h.job_id)")
