@@ -1,18 +1,25 @@
-"""PartitionStore on both databases: sequences, heads, leases, and the head repair."""
+"""PartitionStore on SQLite, PostgreSQL and MariaDB: sequences, heads, leases, and the
+head repair. MariaDB runs here through this module's own ``db_alias``
+(tests/storage/three_databases.py)."""
 
 from __future__ import annotations
 
 import pytest
+from django.db import connections
 
 from later_django.core import rendezvous
 from later_django.core.clock import now_ms
-from later_django.engine.topics import register_topic
 from later_django.storage.partitions import PartitionEntry
 from later_django.storage.stores import stores_for
 from tests.partitions.conftest import NAMESPACE, TOPIC
 from tests.partitions.support import fetch, heads, partition_rows
+from tests.storage import three_databases
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 
 def _entry(sequence: int, job_id: str, partition: int = 0, stage: str = "enqueued"):
@@ -24,7 +31,13 @@ def test_allocation_is_consecutive_per_partition_and_needs_the_registered_count(
 ) -> None:
     store = stores_for(db_alias).partitions
     assert store.allocate(NAMESPACE, [(TOPIC, 0, 3, 8)]) == {}, "unregistered topic: nothing"
-    register_topic(stores_for(db_alias), NAMESPACE, TOPIC, 8)
+    # The topic's row as the topic store writes it (its statements are not tested here).
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO later_topic (namespace, topic, partitions, created_at) "
+            "VALUES (%s, %s, 8, 0)",
+            [NAMESPACE, TOPIC],
+        )
     assert store.allocate(NAMESPACE, [(TOPIC, 0, 3, 8), (TOPIC, 5, 1, 8)]) == {
         (TOPIC, 0): 1,
         (TOPIC, 5): 1,
@@ -67,8 +80,6 @@ def test_a_missing_head_is_materialized_from_the_lowest_row(db_alias: str) -> No
     store.enter(NAMESPACE, [_entry(4, "D"), _entry(5, "E")])
     # The race's outcome: rows without a head.
     fetch_delete = "DELETE FROM later_partition_head"
-    from django.db import connections
-
     with connections[db_alias].cursor() as cursor:
         cursor.execute(fetch_delete)
     store.materialize_heads(NAMESPACE, [(TOPIC, 0), (TOPIC, 1)])
@@ -126,8 +137,8 @@ def test_a_finish_reads_and_advances_its_partitions_in_as_many_statements_for_on
     db_alias: str,
 ) -> None:
     """``next_rows`` and ``advance`` of a finish take the same number of statements for
-    one partition as for seven: one each on PostgreSQL; on SQLite one read, and three
-    writes (the rows deleted, the heads recomputed, the empty ones dropped). Before,
+    one partition as for seven: one each on PostgreSQL; on SQLite and MariaDB one read,
+    and three writes (the rows deleted, the heads recomputed, the empty ones dropped). Before,
     SQLite ran a read, a recompute and a drop per partition: 7 and 15 statements for
     seven, inside the write lock the other worker processes wait for."""
     store = stores_for(db_alias).partitions

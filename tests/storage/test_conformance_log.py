@@ -1,16 +1,25 @@
-"""Conformance of ``LogPort`` (``stores_for(alias).log``) on SQLite and PostgreSQL:
+"""Conformance of ``LogPort`` (``stores_for(alias).log``) on SQLite, PostgreSQL and MariaDB:
 partition ends, consumer-group offsets and reads, members, and the fenced offset commit,
 as the port's docstrings state."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 
 from later_django.storage.leases import Lease
 from later_django.storage.stores import stores_for
+from tests.storage import three_databases
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 NS = "ns"
 TOPIC = "events"
@@ -240,3 +249,143 @@ def test_offset_commit_without_a_lease_or_offset_row_returns_false(db_alias: str
     log.leases.release((NS, "g", TOPIC), "m")
     assert log.offset_commit(NS, "g", TOPIC, 0, "m", 1, 1, T) is False, "released"
     assert offset_rows(db_alias, "g") == {0: 0}
+
+
+# --- the commit's fence against a concurrent takeover (two connections) ---
+
+
+def _in_thread(db_alias: str, body: Callable[[], object]) -> tuple[threading.Thread, list]:
+    """Runs ``body`` on a thread of its own (its own connection); the list gets its
+    result or its error."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(body())
+        except BaseException as error:
+            outcome.append(error)
+        finally:
+            connections[db_alias].close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_stale_epochs_commit_waits_for_the_takeover_in_flight_and_is_refused(
+    db_alias: str,
+) -> None:
+    """``m2`` has taken over the lapsed lease (epoch 2) in a transaction not yet
+    committed; ``m1``'s commit at epoch 1 waits for it, then finds the lease moved on
+    and changes nothing (not the offset as of before the takeover)."""
+    if connections[db_alias].vendor == "sqlite":
+        pytest.skip("SQLite serialises write transactions: no commit runs beside a takeover")
+    log = stores_for(db_alias).log
+    scope = (NS, "g", TOPIC)
+    log.group_ensure(NS, "g", TOPIC, 1, T)
+    assert log.leases.hold(scope, "m1", [0], until_ms=T + 100, now_ms=T) == {0: 1}
+    took, done = threading.Event(), threading.Event()
+
+    def take_over() -> dict:
+        with transaction.atomic(using=db_alias):
+            held = stores_for(db_alias).log.leases.hold(
+                scope, "m2", [0], until_ms=T + 900, now_ms=T + 200
+            )
+            took.set()
+            time.sleep(0.4)
+        done.set()
+        return held
+
+    thread, outcome = _in_thread(db_alias, take_over)
+    assert took.wait(10)
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m1", 1, 9, T + 201) is False
+    assert done.is_set(), "the commit did not wait for the takeover's transaction"
+    thread.join(10)
+    assert outcome == [{0: 2}]
+    assert offset_rows(db_alias, "g") == {0: 0}
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m2", 2, 6, T + 202) is True
+    assert offset_rows(db_alias, "g") == {0: 6}
+
+
+def test_a_takeover_waits_for_the_holders_commit_in_flight(db_alias: str) -> None:
+    """``m1`` commits an offset in a transaction still open: its fence holds the lease
+    row, so ``m2``'s takeover of the (now lapsed) lease waits for that transaction and
+    gets epoch 2 after the offset is in."""
+    if connections[db_alias].vendor == "sqlite":
+        pytest.skip("SQLite serialises write transactions: no takeover runs beside a commit")
+    log = stores_for(db_alias).log
+    scope = (NS, "g", TOPIC)
+    log.group_ensure(NS, "g", TOPIC, 1, T)
+    assert log.leases.hold(scope, "m1", [0], until_ms=T + 100, now_ms=T) == {0: 1}
+    with transaction.atomic(using=db_alias):
+        assert log.offset_commit(NS, "g", TOPIC, 0, "m1", 1, 5, T + 99) is True
+        thread, outcome = _in_thread(
+            db_alias,
+            lambda: stores_for(db_alias).log.leases.hold(
+                scope, "m2", [0], until_ms=T + 900, now_ms=T + 200
+            ),
+        )
+        time.sleep(0.4)
+        assert outcome == [], "the takeover did not wait for the commit's transaction"
+    thread.join(10)
+    assert outcome == [{0: 2}]
+    assert offset_rows(db_alias, "g") == {0: 5}
+    assert log.offset_commit(NS, "g", TOPIC, 0, "m1", 1, 7, T + 201) is False
+    assert offset_rows(db_alias, "g") == {0: 5}
+
+
+# --- members: a purge beside a live member's heartbeat ---
+
+
+def test_members_purge_does_not_wait_on_a_live_members_heartbeat_in_flight(
+    db_alias: str,
+) -> None:
+    """A live member's heartbeat holds its row until its transaction ends; another
+    member's purge of the silent ones neither waits for it nor removes it."""
+    if connections[db_alias].vendor == "sqlite":
+        pytest.skip("SQLite serialises write transactions: the purge waits for any writer")
+    log = stores_for(db_alias).log
+    log.member_beat(NS, "g", TOPIC, "silent", T)
+    log.member_beat(NS, "g", TOPIC, "live", T + 500)
+    beating, finish = threading.Event(), threading.Event()
+
+    def heartbeat() -> None:
+        with transaction.atomic(using=db_alias):
+            stores_for(db_alias).log.member_beat(NS, "g", TOPIC, "live", T + 600)
+            beating.set()
+            finish.wait(10)
+
+    def purge() -> int:
+        with connections[db_alias].cursor() as cursor:
+            if connections[db_alias].vendor == "mysql":
+                cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+            else:
+                cursor.execute("SET lock_timeout = '1s'")
+        return stores_for(db_alias).log.members_purge(NS, "g", TOPIC, T + 200)
+
+    thread, outcome = _in_thread(db_alias, heartbeat)
+    try:
+        assert beating.wait(10)
+        purging, purged = _in_thread(db_alias, purge)
+        purging.join(10)
+        assert purged == [1]
+    finally:
+        finish.set()
+        thread.join(10)
+    assert outcome == [None]
+    assert member_rows(db_alias, "g") == {"live": T + 600}
+
+
+# --- records ---
+
+
+def test_records_keep_every_byte_of_their_keys_and_payloads(db_alias: str) -> None:
+    """Keys and payloads are bytes, not text: none is re-encoded on the way in or out
+    (a batch of several records, and one alone)."""
+    log = stores_for(db_alias).log
+    odd = bytes(range(256))
+    records = [(0, b"\xff\x00k", odd), (0, None, b"\x80\xfe"), (1, odd, b"")]
+    assert log.append(NS, TOPIC, T, records) == [0, 1, 0]
+    assert log.append(NS, TOPIC, T + 1, [(1, b"\xc3", b"\xc3\x28")]) == [1]
+    assert log.read(NS, TOPIC, 0, 0, 10) == [(0, b"\xff\x00k", odd, T), (1, None, b"\x80\xfe", T)]
+    assert log.read(NS, TOPIC, 1, 0, 10) == [(0, odd, b"", T), (1, b"\xc3", b"\xc3\x28", T + 1)]

@@ -1,19 +1,30 @@
-"""Conformance of ``PartitionPort`` (``stores_for(alias).partitions``) on SQLite and
-PostgreSQL: ``next_rows``, ``fence_and_next`` and ``runnable_head_exists``, as their
-docstrings state."""
+"""Conformance of ``PartitionPort`` (``stores_for(alias).partitions``) on SQLite,
+PostgreSQL and MariaDB: ``next_rows``, ``fence_and_next`` and ``runnable_head_exists``,
+as their docstrings state.
+
+MariaDB runs here through this module's own ``db_alias`` (tests/storage/three_databases.py)."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 
 from later_django.core.clock import now_ms
 from later_django.core.keys import job_key
 from later_django.storage.partitions import Fenced, HeadClaim, PartitionEntry
-from later_django.storage.stores import stores_for
-from later_django.storage.types import JobIndexRow, RangeAdd, RangeRemove
+from later_django.storage.stores import driver_for, stores_for
+from later_django.storage.types import RangeAdd, RangeRemove
+from tests.storage import three_databases
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 NS = "ns"
 OTHER_NS = "ns-other"
@@ -24,16 +35,18 @@ def entry(partition: int, sequence: int, job_id: str, run_at: int, stage: str = 
     return PartitionEntry(TOPIC, partition, sequence, job_id, run_at, stage)
 
 
-def index_row(job_id: str, stage: str) -> JobIndexRow:
+def write_index_rows(db_alias: str, namespace: str, stages: dict[str, str]) -> None:
+    """Index rows of the jobs ``stages`` (job id -> stage), written as rows: the index
+    store's own statements are not what these tests are about (nor, on MariaDB, there
+    yet)."""
     now = now_ms()
-    return JobIndexRow(
-        job_id=job_id,
-        payload_type="t",
-        stage=stage,
-        stage_date_ms=now,
-        revision=1,
-        created_at_ms=now,
-    )
+    with connections[db_alias].cursor() as cursor:
+        for job_id, stage in stages.items():
+            cursor.execute(
+                "INSERT INTO later_jobs_index (namespace, job_id, payload_type, stage, "
+                "stage_date_ms, revision, created_at_ms) VALUES (%s, %s, 't', %s, %s, 1, %s)",
+                [namespace, job_id, stage, now, now],
+            )
 
 
 def table(db_alias: str, sql: str) -> list[tuple]:
@@ -79,7 +92,7 @@ def filled(db_alias: str) -> int:
         ],
     )
     stores.partitions.enter(OTHER_NS, [entry(1, 7, "elsewhere", base)])
-    stores.index.job_index_upsert(NS, [index_row("B", "requeued"), index_row("D", "delayed")])
+    write_index_rows(db_alias, NS, {"B": "requeued", "D": "delayed"})
     stores.kv.set(job_key(NS, "B"), b"record-of-B")
     stores.kv.set(job_key(NS, "D"), b"record-of-D")
     return base
@@ -261,3 +274,160 @@ def test_runnable_head_exists_turns_true_when_a_delayed_head_becomes_due(db_alia
     assert store.runnable_head_exists(NS, now) is False
     assert store.runnable_head_exists(NS, now + 9_999) is False
     assert store.runnable_head_exists(NS, now + 10_000) is True
+
+
+# --- concurrency: allocation and the fence ---
+
+
+def register(db_alias: str, namespace: str, topic: str, partitions: int) -> None:
+    """``later_topic``'s row of ``topic``, written as a row (the topic store's own
+    statements are not what these tests are about)."""
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO later_topic (namespace, topic, partitions, created_at) "
+            "VALUES (%s, %s, %s, 0)",
+            [namespace, topic, partitions],
+        )
+
+
+def in_thread(db_alias: str, call: Callable[[], object]) -> tuple[threading.Thread, list]:
+    """Runs ``call`` on its own connection; the list gets its result or its error."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as error:
+            outcome.append(error)
+        finally:
+            connections[db_alias].close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def test_concurrent_allocations_of_a_partition_get_disjoint_consecutive_ranges(
+    db_alias: str,
+) -> None:
+    """A second allocator of the same partitions, whose transaction starts while the
+    first's is open, waits for it and then allocates after the first's range, for a
+    partition that had no sequence row yet (0) as for one that had (1)."""
+    store = stores_for(db_alias).partitions
+    register(db_alias, NS, TOPIC, 4)
+    assert store.allocate(NS, [(TOPIC, 1, 5, 4)]) == {(TOPIC, 1): 1}
+    first_open = threading.Event()
+    # Set as the first's transaction commits: an allocator that did not wait is done
+    # half a second before.
+    first_committing = threading.Event()
+
+    def first() -> dict:
+        with transaction.atomic(using=db_alias):
+            allocated = stores_for(db_alias).partitions.allocate(
+                NS, [(TOPIC, 0, 3, 4), (TOPIC, 1, 3, 4)]
+            )
+            first_open.set()
+            time.sleep(0.5)
+            first_committing.set()
+        return allocated
+
+    def second() -> tuple[dict, bool]:
+        assert first_open.wait(10)
+        with transaction.atomic(using=db_alias):
+            allocated = stores_for(db_alias).partitions.allocate(
+                NS, [(TOPIC, 0, 2, 4), (TOPIC, 1, 2, 4)]
+            )
+            return allocated, first_committing.is_set()
+
+    threads = [in_thread(db_alias, first), in_thread(db_alias, second)]
+    for thread, _ in threads:
+        thread.join(30)
+    (_, first_outcome), (_, second_outcome) = threads
+    assert first_outcome == [{(TOPIC, 0): 1, (TOPIC, 1): 6}]
+    # The second waited for the first's commit, then took the sequences after its own.
+    assert second_outcome == [({(TOPIC, 0): 4, (TOPIC, 1): 9}, True)]
+    assert table(
+        db_alias,
+        "SELECT partition_id, next_sequence FROM later_partition_sequence ORDER BY partition_id",
+    ) == [(0, 6), (1, 11)]
+
+
+def test_a_fenced_out_holder_is_refused_and_its_fence_holds_off_a_takeover(
+    db_alias: str,
+) -> None:
+    """While a holder's fencing transaction is open, a taker that finds the lease
+    lapsed waits, then sees the renewal and gets nothing; once the renewed lease
+    lapses it takes the partition at the next epoch, and the old holder's fence at
+    its old epoch keeps nothing and changes nothing."""
+    store = stores_for(db_alias).partitions
+    now = now_ms()
+    assert store.take(NS, "old", [(TOPIC, 0)], now + 1_000, now) == {(TOPIC, 0): 1}
+    fenced = threading.Event()
+    later = now + 5_000  # the old holder's first lease has lapsed by then
+
+    def holder() -> set:
+        with transaction.atomic(using=db_alias):
+            kept = stores_for(db_alias).partitions.fence(NS, "old", [(TOPIC, 0, 1)], later + 10_000)
+            fenced.set()
+            time.sleep(0.5)
+        return kept
+
+    def taker() -> dict:
+        assert fenced.wait(10)
+        return stores_for(db_alias).partitions.take(NS, "new", [(TOPIC, 0)], later + 30_000, later)
+
+    threads = [in_thread(db_alias, holder), in_thread(db_alias, taker)]
+    for thread, _ in threads:
+        thread.join(30)
+    (_, kept), (_, taken) = threads
+    assert kept == [{(TOPIC, 0)}]
+    assert taken == [{}], "the taker saw the renewal it waited for"
+    assert lease_state(db_alias) == {(TOPIC, 0): ("old", later + 10_000, 1)}
+    # The renewed lease lapses: the partition changes hands at epoch 2.
+    lapsed = later + 20_000
+    assert store.take(NS, "new", [(TOPIC, 0)], lapsed + 30_000, lapsed) == {(TOPIC, 0): 2}
+    before = snapshot(db_alias)
+    assert store.fence(NS, "old", [(TOPIC, 0, 1)], lapsed + 60_000) == set()
+    assert store.fence_and_next(NS, "old", [(TOPIC, 0, 1)], lapsed + 60_000, [], lapsed) == (
+        Fenced(set(), [], {})
+    )
+    assert lease_state(db_alias) == {(TOPIC, 0): ("new", lapsed + 30_000, 2)}
+    assert snapshot(db_alias) == before
+
+
+def test_a_finish_racing_an_enqueue_leaves_no_head_naming_a_gone_row(db_alias: str) -> None:
+    """A finish advancing a partition while an enqueue's new row in it is not yet
+    committed never leaves the head naming the row it deleted: the head is the new row,
+    or there is none (the race :meth:`materialize_heads` repairs, as it then does).
+    Where writers do not serialise (all but SQLite) the finish does not wait for the
+    enqueue: it locks nothing the enqueue holds (MariaDB did, when a small namespace
+    let the server read the rows to delete by the namespace alone)."""
+    store = stores_for(db_alias).partitions
+    store.enter(NS, [entry(0, 1, "A", 1)])
+    entered = threading.Event()
+    # Set as the enqueue commits: a finish that did not wait is done half a second before.
+    committing = threading.Event()
+
+    def enqueue() -> None:
+        with transaction.atomic(using=db_alias):
+            stores_for(db_alias).partitions.enter(NS, [entry(0, 2, "B", 2)])
+            entered.set()
+            time.sleep(0.5)
+            committing.set()
+
+    def finish() -> bool:
+        assert entered.wait(10)
+        with transaction.atomic(using=db_alias):
+            stores_for(db_alias).partitions.advance(NS, [(TOPIC, 0)], exits=["A"])
+        return committing.is_set()
+
+    threads = [in_thread(db_alias, enqueue), in_thread(db_alias, finish)]
+    for thread, _ in threads:
+        thread.join(30)
+    waited = driver_for(db_alias).serializes_writes
+    assert [outcome for _, outcome in threads] == [[None], [waited]]
+    rows = snapshot(db_alias)
+    assert [row[4] for row in rows["jobs"]] == ["B"]
+    assert [row[4] for row in rows["heads"]] in (["B"], []), rows["heads"]
+    store.materialize_heads(NS, [(TOPIC, 0)])
+    assert [row[4] for row in snapshot(db_alias)["heads"]] == ["B"]

@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import fields
 
 import pytest
 from django.db import DatabaseError, connections
 
 from later_django.storage.driver import PLACEHOLDER, Returning, RowsStatement
+from later_django.storage.queries.leases import (
+    CONSUMER_LEASES,
+    PARTITION_LEASES,
+    PASS_LEASES,
+    LeaseQueries,
+)
 from later_django.storage.queue import ClaimSteps, heads_statement
 from later_django.storage.stores import driver_class
 from tests.conftest import use_database
@@ -43,6 +50,9 @@ def statements() -> Iterator[tuple[str, str]]:
     of two queues)."""
     for base, queries in driver_class("mysql").query_classes.items():
         instance = queries()
+        if isinstance(instance, LeaseQueries):
+            yield from lease_statements(instance)
+            continue
         for name in sorted(dir(queries)):
             value = getattr(instance, name)
             label = f"{base.__name__}.{name}"
@@ -60,6 +70,20 @@ def statements() -> Iterator[tuple[str, str]]:
                     yield f"{label}.{step}", getattr(value, step)
                 yield f"{label}.heads", heads_statement(value.head, 2)
             elif isinstance(value, str) and not name.startswith("_") and " " in value:
+                yield label, value
+
+
+def lease_statements(queries: LeaseQueries) -> Iterator[tuple[str, str]]:
+    """The lease statements of every lease table, built by ``queries.of``."""
+    for table in (PARTITION_LEASES, CONSUMER_LEASES, PASS_LEASES):
+        built = queries.of(table)
+        for field in fields(built):
+            value = getattr(built, field.name)
+            label = f"LeaseQueries.{field.name}[{table.name}]"
+            if isinstance(value, Returning):
+                for at, text in enumerate([*value.writes, value.read]):
+                    yield f"{label}[{at}]", text
+            elif value:
                 yield label, value
 
 
