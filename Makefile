@@ -6,7 +6,7 @@ PY          := $(VENV)/bin/python
 PYTHON_FIND := bin/find-python
 SRC         := later_django tests example_project bench chaos
 
-.PHONY: venv test test-quick test-slow lint format demo clean chaos chaos-long chaos-soak \
+.PHONY: venv test test-quick test-slow test-mariadb lint format demo clean chaos chaos-long chaos-soak \
 	build matrix
 
 $(VENV)/.installed: pyproject.toml
@@ -44,6 +44,12 @@ test-quick: venv
 
 test-slow: venv
 	$(PY) -m pytest $(PYTEST_XDIST) -m slow
+
+# The MariaDB lane (issue 36): every test parametrized over the databases, on MariaDB
+# alone (LATER_TEST_MARIADB_URL, default mysql://root@127.0.0.1:3306/test); the other
+# tests ran in `make test`. .ci/run makes it mandatory (docs/testing.md).
+test-mariadb: venv
+	LATER_TEST_LANE=mariadb $(PY) -m pytest $(PYTEST_XDIST)
 
 # ruff, then the shape: import-linter's contracts (one-way layers, no circles, core free
 # of Django, vendor libraries only in the drivers) and mypy (strict on core/, engine/ and

@@ -12,6 +12,7 @@ SQLite directory.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 from collections.abc import Iterator
@@ -24,10 +25,14 @@ from django.db import connections
 
 from tests import lanes
 
-ALIASES = {"sqlite": "default", "postgres": "postgres"}
-#: Databases that only some modules run on (their own parametrisation, never
-#: ``db_alias``'s): MariaDB, while its driver has statements for some stores only.
-OWN_ALIASES = {"mariadb": "mariadb"}
+#: ``LATER_TEST_LANE=mariadb``: the MariaDB lane. Every test parametrized over the
+#: databases (``db_alias``) runs on MariaDB alone, and every other test is left to the
+#: main lane (deselected here): ``make test-mariadb`` (docs/testing.md).
+MARIADB_LANE = os.environ.get("LATER_TEST_LANE") == "mariadb"
+ALIASES = {"mariadb": "mariadb"} if MARIADB_LANE else {"sqlite": "default", "postgres": "postgres"}
+#: Databases that only some modules run on in the main lane (their own
+#: parametrisation, never ``db_alias``'s): MariaDB's own cases (``USES_MARIADB``).
+OWN_ALIASES = {} if MARIADB_LANE else {"mariadb": "mariadb"}
 #: The user property naming the database a test ran on ("sqlite"/"postgres"), for the
 #: summary; a property travels with the report from an xdist worker to the controller.
 DATABASE_PROPERTY = "later_database"
@@ -53,7 +58,21 @@ MARIADB_ALIAS = "mariadb"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The lanes' marks and order (``tests.lanes``), then MariaDB only where asked."""
     lanes.pytest_collection_modifyitems(config, items)
+    if MARIADB_LANE:
+        _only_database_cases(config, items)
+        return
     _mariadb_where_used(items)
+
+
+def _only_database_cases(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The MariaDB lane keeps the cases parametrized over the databases."""
+    kept, left = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        (kept if "db_alias" in params else left).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
 
 
 def _mariadb_where_used(items: list[pytest.Item]) -> None:
@@ -97,10 +116,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         pg = f"PostgreSQL SKIPPED ({settings.POSTGRES_PROBLEM})"
     if getattr(config.option, "numprocesses", None):
         sqlite = "in a temporary directory per xdist worker"
+    if MARIADB_LANE:
+        return [f"later_django databases: the MariaDB lane, MariaDB {settings.MARIADB_URL} alone"]
     if "mariadb" in settings.DATABASES:
         mariadb = (
-            f"MariaDB {settings.MARIADB_URL} (the schema and the modules with their own "
-            "MariaDB cases: the driver has kv statements only)"
+            f"MariaDB {settings.MARIADB_URL} (the modules with their own MariaDB cases; "
+            "the whole driver in the MariaDB lane, make test-mariadb)"
         )
     else:
         mariadb = f"MariaDB SKIPPED ({settings.MARIADB_PROBLEM})"
