@@ -34,8 +34,8 @@ def test_every_store_is_built_and_a_store_without_statements_fails_at_first_use(
     assert stores.kv.get("k") == b"v"
     with pytest.raises(LookupError, match="mysql driver has no statements for QueueQueries"):
         stores.queue.has_ready("ns", None)
-    with pytest.raises(LookupError, match="mysql driver has no statements for LeaseQueries"):
-        stores.partitions.leases.leases(("ns",))
+    with pytest.raises(LookupError, match="mysql driver has no statements for TopicQueries"):
+        stores.topics.stored_partitions("ns", "events")
 
 
 def test_an_update_that_changes_nothing_still_counts_its_row(mariadb: str) -> None:
