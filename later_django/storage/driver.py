@@ -145,21 +145,6 @@ def prefix_placeholders(sql: str, prefix: str, keep: frozenset[str] = frozenset(
     return PLACEHOLDER.sub(rename, sql)
 
 
-class UnwrittenQueries:
-    """The stand-in for a store's statements a driver does not have (yet): any
-    statement asked of it raises ``LookupError`` naming the vendor and the store."""
-
-    def __init__(self, vendor: str, base: type) -> None:
-        self._vendor = vendor
-        self._base = base
-
-    def __getattr__(self, name: str) -> Any:
-        raise LookupError(
-            f"the {self._vendor} driver has no statements for "
-            f"{self._base.__qualname__} (asked for {name!r})"
-        )
-
-
 class Driver:
     """Runs statements on the Django connection of the alias ``using``.
 
@@ -192,16 +177,9 @@ class Driver:
         return queries
 
     def queries(self, base: type[Q]) -> Q:
-        """This vendor's statements of a store: the registered subclass of ``base``, or
-        an :class:`UnwrittenQueries` whose first statement raises ``LookupError``."""
-        try:
-            queries: Q = self.query_classes[base]()
-            return queries
-        except KeyError:
-            # A store is built with every other (``stores_for``); it fails at its first
-            # statement, so a driver being written store by store serves the rest.
-            missing: Q = UnwrittenQueries(self.vendor, base)  # type: ignore[assignment]
-            return missing
+        """This vendor's statements of a store: the registered subclass of ``base``."""
+        queries: Q = self.query_classes[base]()
+        return queries
 
     # --- running statements ---
 

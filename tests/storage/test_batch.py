@@ -11,7 +11,6 @@ import pytest
 from django.db import DatabaseError, transaction
 
 from later_django.storage.batch import WriteBatch
-from later_django.storage.queries.queue import QueueQueries
 from later_django.storage.stores import Stores, stores_for
 from later_django.storage.types import (
     Delete,
@@ -23,7 +22,6 @@ from later_django.storage.types import (
     StorageOperation,
 )
 from tests.storage import three_databases
-from tests.storage.three_databases import needs_statements
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 #: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
@@ -100,7 +98,6 @@ def test_an_index_remove_and_a_record_delete_commit_together(db_alias: str) -> N
 def test_a_batch_one_statement_can_write_is_one_statement_where_the_driver_combines(
     db_alias: str,
 ) -> None:
-    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     batch = WriteBatch(
         "ns",
@@ -117,7 +114,6 @@ def test_a_batch_one_statement_can_write_is_one_statement_where_the_driver_combi
 
 
 def test_a_hand_back_makes_a_batch_one_statement_per_table(db_alias: str) -> None:
-    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     batch = WriteBatch("ns", owner="w", nacks=[(1, 0)], operations=[Set("ns-job-f", b"r")])
     assert not batch.combinable()

@@ -11,14 +11,9 @@ from later_django.core.clock import MINUTE_MS, minute_bucket, now_ms
 from later_django.engine.topics import register_topic
 from later_django.storage.dashboard import PartitionHeadRow, PartitionLeaseRow
 from later_django.storage.partitions import PartitionEntry
-from later_django.storage.queries.leases import LeaseQueries
-from later_django.storage.queries.log import LogQueries
-from later_django.storage.queries.partitions import PartitionQueries
-from later_django.storage.queries.queue import QueueQueries
 from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexMetricsBatch, JobIndexRow, JobIndexWaitStats
 from tests.storage import three_databases
-from tests.storage.three_databases import needs_statements
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 #: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
@@ -99,7 +94,6 @@ def test_stage_totals_add_every_shard_and_report_a_sum_below_zero(db_alias: str)
 
 
 def test_queue_depths_are_ready_messages_per_queue_by_name(db_alias: str) -> None:
-    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     assert stores.dashboard.queue_depths(NS) == []
     # Names whose order is the same in byte order and in a linguistic collation.
@@ -120,7 +114,6 @@ def test_queue_depths_are_ready_messages_per_queue_by_name(db_alias: str) -> Non
 
 
 def test_oldest_ready_at_ms_is_the_first_ready_message_in_queue_order(db_alias: str) -> None:
-    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     now = now_ms()
     assert stores.dashboard.oldest_ready_at_ms(NS, QUEUE, now) is None
@@ -231,7 +224,6 @@ def test_transitions_per_slot_fold_one_stage_into_slots_with_the_busiest_minute(
 
 
 def test_partition_heads_in_topic_and_partition_order_up_to_the_limit(db_alias: str) -> None:
-    needs_statements(db_alias, PartitionQueries)
     stores = stores_for(db_alias)
     assert stores.dashboard.partition_heads(NS, 10) == {}
     stores.partitions.enter(
@@ -257,7 +249,6 @@ def test_partition_heads_in_topic_and_partition_order_up_to_the_limit(db_alias: 
 
 
 def test_partition_leases_in_topic_and_partition_order_up_to_the_limit(db_alias: str) -> None:
-    needs_statements(db_alias, LeaseQueries)
     stores = stores_for(db_alias)
     partitions = stores.partitions
     now = now_ms()
@@ -282,7 +273,6 @@ def test_partition_leases_in_topic_and_partition_order_up_to_the_limit(db_alias:
 
 
 def test_partition_next_sequences_up_to_the_limit(db_alias: str) -> None:
-    needs_statements(db_alias, PartitionQueries)
     stores = stores_for(db_alias)
     assert stores.dashboard.partition_next_sequences(NS, 10) == {}
     register_topic(stores, NS, "a", 4)
@@ -308,7 +298,6 @@ def test_partition_next_sequences_up_to_the_limit(db_alias: str) -> None:
 
 
 def test_unclaimed_messages_published_between_one_queue_and_priority(db_alias: str) -> None:
-    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     base = now_ms() - 60_000
     sequences = [
@@ -344,7 +333,6 @@ def test_unclaimed_messages_published_between_one_queue_and_priority(db_alias: s
 def test_log_partition_ends_and_consumer_offsets_read_every_topic_of_the_namespace(
     db_alias: str,
 ) -> None:
-    needs_statements(db_alias, LogQueries)
     stores = stores_for(db_alias)
     log = stores.log
     log.append("ns", "events", 1_000, [(0, None, b"a"), (0, None, b"b"), (1, None, b"c")])

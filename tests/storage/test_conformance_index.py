@@ -8,11 +8,9 @@ from django.db import connections
 
 from later_django.core.clock import now_ms
 from later_django.storage.job_index import QueuedMessage
-from later_django.storage.queries.queue import QueueQueries
 from later_django.storage.stores import stores_for
 from later_django.storage.types import JobIndexRow
 from tests.storage import three_databases
-from tests.storage.three_databases import needs_statements
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 #: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
@@ -58,7 +56,6 @@ def test_queue_sample_counts_of_an_empty_namespace_are_zero(db_alias: str) -> No
 def test_queue_sample_counts_read_ready_job_queue_depth_and_enqueued_counter(
     db_alias: str,
 ) -> None:
-    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     stores.queue.publish(NS, "default", [b"a", b"b", b"c"])
     stores.queue.publish(NS, "mail", [b"d"])
@@ -84,7 +81,6 @@ def test_queue_sample_counts_read_ready_job_queue_depth_and_enqueued_counter(
 
 
 def test_queue_sample_counts_read_a_counter_below_zero_as_zero(db_alias: str) -> None:
-    needs_statements(db_alias, QueueQueries)
     # Counter shards as a reordered update can leave them for a moment.
     run_sql(
         db_alias,
@@ -108,7 +104,6 @@ def test_queue_sample_counts_read_a_counter_below_zero_as_zero(db_alias: str) ->
 def test_queued_messages_are_the_unclaimed_job_queue_messages_newest_first(
     db_alias: str,
 ) -> None:
-    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     base = now_ms() - 10_000
     claimed, s1 = stores.queue.publish(NS, "default", [b"claimed", b"one"], available_at_ms=base)
@@ -127,7 +122,6 @@ def test_queued_messages_are_the_unclaimed_job_queue_messages_newest_first(
 
 
 def test_queued_messages_are_bounded_by_limit_and_before_sequence(db_alias: str) -> None:
-    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     at = now_ms()
     sequences = stores.queue.publish(
@@ -142,7 +136,6 @@ def test_queued_messages_are_bounded_by_limit_and_before_sequence(db_alias: str)
 
 
 def test_queued_messages_include_a_message_handed_back(db_alias: str) -> None:
-    needs_statements(db_alias, QueueQueries)
     stores = stores_for(db_alias)
     (sequence,) = stores.queue.publish(NS, "default", [b"payload"])
     stores.queue.claim(NS, ["default"], "w", 60_000)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -267,3 +268,115 @@ def test_of_two_sessions_taking_one_slot_exactly_one_wins_with_the_next_epoch(
         assert len(winners) == 1, (at, won[at])
         assert list(winners.values()) == [{slot: at + 1}], (at, won[at])
     assert held(lease_store(db_alias, table), scope, slot) == (None, 0, rounds)
+
+
+# --- statements beside another owner's transaction in flight ---
+
+
+@pytest.mark.parametrize("table", sorted(TABLES))
+@pytest.mark.parametrize("call", ["take", "renew", "release", "release_all"])
+def test_a_lease_call_does_not_wait_on_another_slot_held_in_an_open_transaction(
+    db_alias: str, table: str, call: str
+) -> None:
+    """``b`` took the second slot in a transaction still open; ``a``'s take, renew or
+    release of the first slot (or of all its own) locks only that slot's row: it
+    neither waits for ``b``'s transaction (1 s lock timeout) nor changes the second
+    slot."""
+    if connections[db_alias].vendor == "sqlite":
+        pytest.skip("SQLite serialises write transactions: every writer waits for the open one")
+    scope, (first, second), (a, b) = TABLES[table]
+    store = lease_store(db_alias, table)
+    assert store.take(scope, a, [first], until_ms=T + 100, now_ms=T) == {first: 1}
+    took, finish = threading.Event(), threading.Event()
+
+    def hold_second() -> None:
+        with transaction.atomic(using=db_alias):
+            lease_store(db_alias, table).take(scope, b, [second], until_ms=T + 100, now_ms=T)
+            took.set()
+            finish.wait(10)
+
+    def call_first() -> object:
+        with connections[db_alias].cursor() as cursor:
+            if connections[db_alias].vendor == "mysql":
+                cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+            else:
+                cursor.execute("SET lock_timeout = '1s'")
+        mine = lease_store(db_alias, table)
+        if call == "take":
+            return mine.take(scope, a, [first], until_ms=T + 200, now_ms=T + 10, renew_own=True)
+        if call == "renew":
+            return mine.renew(scope, a, {first: 1}, until_ms=T + 200, now_ms=T + 10)
+        if call == "release":
+            return mine.release(scope, a, [first], now_ms=T + 10)
+        return mine.release(scope, a, None, now_ms=T + 10)
+
+    holder, held_outcome = _in_thread(db_alias, hold_second)
+    try:
+        assert took.wait(10)
+        caller, outcome = _in_thread(db_alias, call_first)
+        caller.join(10)
+        expected = {"take": {first: 1}, "renew": {first}, "release": None, "release_all": None}
+        assert outcome == [expected[call]]
+    finally:
+        finish.set()
+        holder.join(10)
+    assert held_outcome == [None]
+    assert held(store, scope, second) == (b, T + 100, 1)
+
+
+def test_hold_does_not_wait_on_another_owners_slot_held_in_an_open_transaction(
+    db_alias: str,
+) -> None:
+    """``b`` took partition 1 in a transaction still open; ``a``'s hold of partition 0
+    (the other rows of the scope read, not wanted) neither waits for it (1 s lock
+    timeout) nor changes partition 1."""
+    if connections[db_alias].vendor == "sqlite":
+        pytest.skip("SQLite serialises write transactions: every writer waits for the open one")
+    leases = stores_for(db_alias).log.leases
+    leases.ensure(SCOPE, [0, 1, 2])
+    took, finish = threading.Event(), threading.Event()
+
+    def hold_one() -> None:
+        with transaction.atomic(using=db_alias):
+            stores_for(db_alias).log.leases.hold(SCOPE, "b", [1], until_ms=T + 100, now_ms=T)
+            took.set()
+            finish.wait(10)
+
+    def hold_zero() -> object:
+        with connections[db_alias].cursor() as cursor:
+            if connections[db_alias].vendor == "mysql":
+                cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+            else:
+                cursor.execute("SET lock_timeout = '1s'")
+        mine = stores_for(db_alias).log.leases
+        return mine.hold(SCOPE, "a", [0], until_ms=T + 100, now_ms=T)
+
+    holder, held_outcome = _in_thread(db_alias, hold_one)
+    try:
+        assert took.wait(10)
+        caller, outcome = _in_thread(db_alias, hold_zero)
+        caller.join(10)
+        assert outcome == [{0: 1}]
+    finally:
+        finish.set()
+        holder.join(10)
+    assert held_outcome == [None]
+    assert state(db_alias) == {0: ("a", T + 100, 1), 1: ("b", T + 100, 1), 2: (None, 0, 0)}
+
+
+def _in_thread(db_alias: str, body: Callable[[], object]) -> tuple[threading.Thread, list]:
+    """Runs ``body`` on a thread of its own (its own connection, closed at the end);
+    the list gets its result or its error."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(body())
+        except BaseException as error:
+            outcome.append(error)
+        finally:
+            connections[db_alias].close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome

@@ -9,9 +9,7 @@ into several statements in one transaction. MySQL has no ``RETURNING``: a vendor
 statement that needs one is a :class:`~later_django.storage.driver.Returning`
 (writes, then a read), which this driver's cursors run; an insert's new ids are
 what its ``lastrowid`` says (``RowsStatement.auto_ids``: :meth:`MysqlDriver.
-auto_increment`). Only some stores have MySQL statements so far (issue 36:
-``mysql.queries.WRITTEN``); another store's ``driver.queries(...)`` raises
-``LookupError`` on first use.
+auto_increment`).
 """
 
 from __future__ import annotations

@@ -102,16 +102,22 @@ def _take(table: LeaseTable, *, renew_own: bool) -> Returning:
 
 def _renew(table: LeaseTable, touch: str) -> Returning:
     """Every slot of ``%(slots)s`` (``[slot..., epoch]``) extended where the owner and
-    the epoch still match (``JSON_TABLE`` drives the join: one key probe per slot),
-    then those rows read back: they are locked by the update until the transaction
-    ends, and no other writer makes a row this owner's at an old epoch."""
+    the epoch still match, then those rows read back: they are locked by the update
+    until the transaction ends, and no other writer makes a row this owner's at an
+    old epoch. ``JSON_TABLE`` drives the join, one primary-key probe per slot, pinned:
+    on a small table the planner scanned the lease rows instead, and a multi-table
+    UPDATE waits on every row it reads (another owner's slot taken in a transaction
+    still open)."""
     matched = _where(
         _equal(table.scope, "l"),
         [f"l.{_q(column)} = b.s{at}" for at, column in enumerate(table.slot_columns)],
         f"l.{_q(table.owner)} = %(owner)s",
         f"l.{_q(table.epoch)} = b.e",
     )
-    joined = f"{_slots_table(table, epoch=True)} JOIN {table.name} AS l ON {matched}"
+    joined = (
+        f"{_slots_table(table, epoch=True)} STRAIGHT_JOIN {table.name} AS l "
+        f"FORCE INDEX (PRIMARY) ON {matched}"
+    )
     slots = ", ".join(f"l.{_q(c)}" for c in table.slot_columns)
     return Returning(
         [f"UPDATE {joined} SET l.{_q(table.until)} = %(until)s{touch}"],

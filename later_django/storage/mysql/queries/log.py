@@ -6,9 +6,14 @@ The commit's fence is a ``LOCK IN SHARE MODE`` read of the consumer lease at the
 epoch (MariaDB 10.11 has no ``FOR SHARE``), then the ``UPDATE``, in one transaction:
 the shared lock holds the lease row until the commit's transaction ends, so a takeover
 (which updates the row) waits for it, and a takeover that came first leaves no row at
-the old epoch to find. Compaction deletes through a join with the superseded
-records' offsets (a derived table the window function materialises), not through a
-subquery of its own table, which MySQL refuses (1093).
+the old epoch to find.
+
+The deletes (silent members, compaction, cleanup) are :class:`Returning` statements
+whose last statement is the ``DELETE``: what comes before reads, without locking,
+what the ``DELETE`` needs (session variables), and the ``DELETE``'s row count is the
+store's count (``Driver.execute`` returns the last statement's). A ``DELETE`` locks
+every row it reads, subqueries included, and waits for rows another transaction
+holds, where PostgreSQL's reads a snapshot.
 """
 
 from __future__ import annotations
@@ -77,23 +82,22 @@ class MysqlLogQueries(LogQueries):
         "%(member_id)s, %(now)s, %(now)s) ON DUPLICATE KEY UPDATE heartbeat_at = %(now)s"
     )
     # A DELETE locks every row it reads, matching or not, and waits for those another
-    # transaction holds (unlike UPDATE, no semi-consistent read): the group's members
-    # are found with a read that locks nothing, and only the silent ones are deleted,
-    # each by its primary key, their silence checked again under the lock. Deleting
-    # through the group's index instead waited on every live member's row, which its
-    # heartbeat's transaction holds (the member upsert) while it purges in turn: two
-    # heartbeats deadlocked (tests/logs/test_concurrency.py). The read's rows, one per
-    # member deleted, make the DELETE's count the statement's row count.
+    # transaction holds (unlike UPDATE, no semi-consistent read): the group's silent
+    # members are found by a read that locks nothing, then deleted each by its primary
+    # key, their silence checked again under the lock (the hints keep the probes: on a
+    # small table the planner scanned the members instead). Deleting through the
+    # group's index waited on every live member's row, which its heartbeat's
+    # transaction holds (the member upsert) while it purges in turn: two heartbeats
+    # deadlocked (tests/logs/test_concurrency.py). The DELETE runs last: its row count
+    # is the store's count.
     members_purge = Returning(
         [
             "SELECT JSON_ARRAYAGG(id) FROM later_log_consumer_member WHERE " + _GROUP + " "
-            "AND heartbeat_at < %(heartbeat_before)s INTO @later_silent_members",
-            "DELETE m FROM JSON_TABLE(@later_silent_members, '$[*]' COLUMNS (id BIGINT PATH '$')) "
-            "AS j STRAIGHT_JOIN later_log_consumer_member AS m FORCE INDEX (PRIMARY) "
-            "ON m.id = j.id WHERE m.heartbeat_at < %(heartbeat_before)s",
+            "AND heartbeat_at < %(heartbeat_before)s INTO @later_silent_members"
         ],
-        "SELECT j.n FROM JSON_TABLE(@later_silent_members, '$[*]' COLUMNS (n FOR ORDINALITY)) "
-        "AS j WHERE j.n <= ROW_COUNT()",
+        "DELETE m FROM JSON_TABLE(@later_silent_members, '$[*]' COLUMNS (id BIGINT PATH '$')) "
+        "AS j STRAIGHT_JOIN later_log_consumer_member AS m FORCE INDEX (PRIMARY) "
+        "ON m.id = j.id WHERE m.heartbeat_at < %(heartbeat_before)s",
     )
     # One member's row by the group's unique key (its hash of the member id), not a
     # walk of the group's members that would wait on the others' locked rows.
@@ -101,12 +105,38 @@ class MysqlLogQueries(LogQueries):
         "DELETE FROM later_log_consumer_member WHERE " + _GROUP + " "
         "AND member_hash = UNHEX(SHA2(%(member_id)s, 256)) AND member_id = %(member_id)s"
     )
-    compact = (
-        "DELETE r FROM later_log_record AS r JOIN (SELECT ranked.record_offset FROM ("
+    # Retention reads its bounds (the groups' lowest offset, the partition's committed
+    # end) with a read that locks nothing, into session variables, then deletes: run
+    # inside the DELETE, those subqueries lock the offset and partition rows and wait
+    # for a commit or an append in flight. The DELETE's own range scan still locks the
+    # first record past its end, which is an append's new record when the range
+    # reaches the partition's committed end: a retention pass waits for an append in
+    # flight on that partition (decision 251). The DELETE runs last: its row count is
+    # the store's count. Compaction deletes through a join with the superseded
+    # offsets, not ``IN`` a subquery of its own table (MySQL 1093).
+    compact = Returning(
+        [
+            "SELECT " + BOUNDARY + ", COALESCE((SELECT p.next_offset FROM later_log_partition "
+            "AS p WHERE p.namespace = %(namespace)s AND p.topic = %(topic)s "
+            "AND p.partition_id = %(partition_id)s), 0) "
+            "INTO @later_compact_below, @later_compact_end"
+        ],
+        "DELETE r FROM (SELECT ranked.record_offset FROM ("
         "SELECT record_offset, ROW_NUMBER() OVER (PARTITION BY record_key "
         "ORDER BY record_offset DESC) AS newer FROM later_log_record WHERE " + _PARTITION + " "
-        "AND record_key IS NOT NULL) AS ranked WHERE ranked.newer > 1) AS old "
+        "AND record_offset < @later_compact_end AND record_key IS NOT NULL) AS ranked "
+        "WHERE ranked.newer > 1 AND ranked.record_offset < @later_compact_below) AS old "
+        "STRAIGHT_JOIN later_log_record AS r FORCE INDEX (PRIMARY) "
         "ON r.namespace = %(namespace)s AND r.topic = %(topic)s "
-        "AND r.partition_id = %(partition_id)s AND r.record_offset = old.record_offset "
-        "WHERE r.record_offset < " + BOUNDARY
+        "AND r.partition_id = %(partition_id)s AND r.record_offset = old.record_offset",
+    )
+    cleanup = Returning(
+        [
+            "SELECT LEAST(" + BOUNDARY + ", COALESCE((SELECT p.next_offset "
+            "FROM later_log_partition AS p WHERE p.namespace = %(namespace)s "
+            "AND p.topic = %(topic)s AND p.partition_id = %(partition_id)s), 0) "
+            "- %(keep_last)s) INTO @later_cleanup_below"
+        ],
+        "DELETE FROM later_log_record WHERE " + _PARTITION + " "
+        "AND record_offset < @later_cleanup_below AND appended_at < %(appended_before)s",
     )
