@@ -137,6 +137,45 @@ def check_mysql_isolation(app_configs: Any = None, **kwargs: Any) -> list[checks
     ]
 
 
+#: The oldest servers whose indexes keep ``DESC`` (MariaDB 10.8, MDEV-13756; MySQL 8.0):
+#: the claim walks ``(namespace, queue_name, priority DESC, sequence)`` in order. On an
+#: older server the index is built ascending, the claim sorts its candidates, and a
+#: sorting ``FOR UPDATE`` locks every candidate it read (issue 36).
+MYSQL_FLOOR = {"mariadb": (10, 8), "mysql": (8, 0)}
+
+
+@checks.register(checks.Tags.database)
+def check_mysql_version(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """E024: the MariaDB/MySQL server later_django uses keeps descending indexes.
+
+    Tagged ``database`` (it asks the server its version): Django runs it before
+    ``migrate`` and with ``check --database``."""
+    alias, database = _later_database()
+    if "mysql" not in str(database.get("ENGINE", "")) or alias not in (databases or ()):
+        return []
+    from django.db import connections
+
+    connection = connections[alias]
+    kind = "mariadb" if connection.mysql_is_mariadb else "mysql"
+    version = tuple(connection.mysql_version[:2])
+    floor = MYSQL_FLOOR[kind]
+    if version >= floor:
+        return []
+    name = "MariaDB" if kind == "mariadb" else "MySQL"
+    return [
+        checks.Error(
+            f"DATABASES[{alias!r}] is {name} {'.'.join(map(str, version))}; later_django "
+            f"needs {name} {'.'.join(map(str, floor))} or later, whose indexes keep DESC "
+            "(an older server sorts every claim's candidates and locks them all).",
+            hint=f"Upgrade the server to {name} {'.'.join(map(str, floor))}+ "
+            "(MariaDB 10.11 LTS is what later_django's CI runs).",
+            id="later_django.E024",
+        )
+    ]
+
+
 @checks.register()
 def check_admin_tools_order(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """E012 (W002 where Django still ships ``django.utils.itercompat``): an

@@ -229,3 +229,47 @@ def test_the_poll_interval_is_read_in_seconds() -> None:
         assert later_settings().worker_poll_interval == 1.0
     with override_settings(LATER={}):
         assert later_settings().worker_poll_interval == 0.05
+
+
+#: Keeps the ``mariadb`` alias in "__all__" for the version check's tests.
+USES_MARIADB = True
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_the_mariadb_server_here_keeps_descending_indexes(request) -> None:
+    from later_django.checks import check_mysql_version
+    from tests.conftest import use_database
+
+    mariadb = use_database(request, "mariadb")
+    with override_settings(LATER={"DATABASE": mariadb}):
+        assert check_mysql_version(databases=[mariadb]) == []
+        assert check_mysql_version(databases=["default"]) == []  # not asked: no look
+
+
+@pytest.mark.django_db(databases="__all__")
+@pytest.mark.parametrize(
+    ("server", "refused"), [((10, 6, 21), True), ((10, 7, 8), True), ((10, 8, 0), False)]
+)
+def test_a_mariadb_older_than_10_8_is_refused(request, server: tuple, refused: bool) -> None:
+    """The server's version as Django caches it on the connection, set to an older
+    release's (no 10.6 server runs here): E024 names the version and the floor."""
+    from django.db import connections
+
+    from later_django.checks import check_mysql_version
+    from tests.conftest import use_database
+
+    mariadb = use_database(request, "mariadb")
+    connection = connections[mariadb]
+    connection.ensure_connection()
+    real = connection.__dict__.get("mysql_version")
+    connection.__dict__["mysql_version"] = server
+    try:
+        with override_settings(LATER={"DATABASE": mariadb}):
+            found = ids_and_messages(check_mysql_version(databases=[mariadb]))
+    finally:
+        connection.__dict__.pop("mysql_version")
+        if real is not None:
+            connection.__dict__["mysql_version"] = real
+    assert [check_id for check_id, _ in found] == (["later_django.E024"] if refused else [])
+    if refused:
+        assert f"MariaDB {server[0]}.{server[1]};" in found[0][1] and "10.8" in found[0][1]
