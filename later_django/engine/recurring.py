@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -148,11 +149,7 @@ def list_recurring(*, stores: Stores, namespace: str) -> list[RecurringDefinitio
     kv = stores.kv
     start, stop = recurring_key_bounds(namespace)
     definitions: list[RecurringDefinition] = []
-    page = _PAGE
-    while True:
-        keys = kv.key_scan(start, stop, page)
-        if not keys:
-            break
+    for keys in key_pages(kv, start, stop, _PAGE):
         values = kv.get_many(keys)
         for key in keys:
             raw = values.get(key)
@@ -162,10 +159,28 @@ def list_recurring(*, stores: Stores, namespace: str) -> list[RecurringDefinitio
                 definitions.append(decode_definition(raw))
             except RecordDecodeError as error:
                 logger.error("recurring definition %s cannot be decoded: %s", key, error)
-        if len(keys) < page:
-            break
-        start = keys[-1] + "\x01"  # the next key in byte order (PostgreSQL text has no NUL)
     return definitions
+
+
+def key_pages(kv: KeyValuePort, start: str, stop: str, page: int) -> Iterator[list[str]]:
+    """The live keys ``start <= k < stop``, up to ``page`` at a time (no empty page).
+
+    A page after the first starts AT the last key of the one before, which it reads
+    again and drops: the key after ``k`` cannot be spelt ``k + "\\x01"`` on MySQL, whose
+    ``utf8mb4_bin`` pads with spaces, so ``k + "\\x01"`` sorts before ``k`` there and a
+    page would repeat it (decision 271). A page asks one key more to make up for it."""
+    after: str | None = None
+    while True:
+        want = page if after is None else page + 1
+        keys = kv.key_scan(start if after is None else after, stop, want)
+        full = len(keys) == want
+        if after is not None and keys[:1] == [after]:
+            keys = keys[1:]
+        if keys:
+            yield keys
+        if not full:
+            return
+        after = keys[-1]
 
 
 # --- the schedule index: which definitions are due, read without scanning them all ---

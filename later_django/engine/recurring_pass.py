@@ -37,7 +37,12 @@ from later_django.core.keys import (
 )
 from later_django.core.topics import RECURRING_TOPIC
 from later_django.engine.enqueue import JobBackend, NewJob
-from later_django.engine.recurring import RecurringDefinition, decode_definition, write_operations
+from later_django.engine.recurring import (
+    RecurringDefinition,
+    decode_definition,
+    key_pages,
+    write_operations,
+)
 from later_django.engine.recurring_schedule import last_tick_ms, next_tick_ms
 from later_django.engine.registry import resolve_task
 from later_django.exceptions import RecordDecodeError, UnregisteredTaskError
@@ -91,14 +96,12 @@ def run_recurring_pass(
     """
     start, stop = recurring_due_bounds(namespace, now_ms)
     enqueued = 0
-    while True:
-        keys = stores.kv.key_scan(start, stop, BATCH)
-        if keys:
-            due = [parse_recurring_due_key(namespace, key) for key in keys]
-            enqueued += _run_page(stores, namespace, due, now_ms)
-        if len(keys) < BATCH or (deadline is not None and time.monotonic() > deadline):
-            return enqueued
-        start = keys[-1] + "\x01"  # the next key in byte order (PostgreSQL text has no NUL)
+    for keys in key_pages(stores.kv, start, stop, BATCH):
+        due = [parse_recurring_due_key(namespace, key) for key in keys]
+        enqueued += _run_page(stores, namespace, due, now_ms)
+        if deadline is not None and time.monotonic() > deadline:
+            break
+    return enqueued
 
 
 def _run_page(stores: Stores, namespace: str, due: list[tuple[int, str]], now: int) -> int:

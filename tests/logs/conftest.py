@@ -13,7 +13,7 @@ TOPICS = {"events": {"partitions": 4}, "single": {"partitions": 1}}
 
 @pytest.fixture
 def log_db(db_alias: str) -> Iterator[str]:
-    """The alias of this case (SQLite or PostgreSQL), with later_django writing to it
-    and the topics ``events`` (4 partitions) and ``single`` (1) configured."""
+    """The alias of this case (SQLite, PostgreSQL or MariaDB), with later_django writing
+    to it and the topics ``events`` (4 partitions) and ``single`` (1) configured."""
     with override_settings(LATER={"NAMESPACE": "default", "DATABASE": db_alias, "TOPICS": TOPICS}):
         yield db_alias

@@ -10,6 +10,12 @@ from later_django.engine.topics import register_topic
 from later_django.exceptions import TopicLayoutMismatch, TopicNotConfigured
 from later_django.logs import log
 from later_django.storage.stores import stores_for
+from tests.storage import three_databases
+
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 

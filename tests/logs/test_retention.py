@@ -9,6 +9,12 @@ import pytest
 from django.db import connections
 
 from later_django.logs import consumer, log, retention_pass
+from tests.storage import three_databases
+
+#: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
+USES_MARIADB = True
+#: This module's own fixture over the three databases (tests/storage/three_databases.py).
+db_alias = three_databases.db_alias
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 

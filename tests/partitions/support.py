@@ -64,8 +64,9 @@ def index_row(alias: str, job_id: str) -> tuple | None:
 
 def snapshot(alias: str) -> dict[str, list[tuple]]:
     """Every row of the tables a job's writes touch, for before/after comparisons."""
+    key = connections[alias].ops.quote_name("key")
     tables = {
-        "later_storage": "SELECT key, value FROM later_storage ORDER BY key",
+        "later_storage": f"SELECT {key}, value FROM later_storage ORDER BY {key}",
         "later_jobs_index": (
             "SELECT job_id, stage, revision, topic, partition_id, sequence FROM later_jobs_index "
             "ORDER BY job_id"

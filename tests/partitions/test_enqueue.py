@@ -27,6 +27,7 @@ from tests.partitions.support import (
     partition_rows,
     record_of,
 )
+from tests.storage.three_databases import key_column
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -85,9 +86,10 @@ def test_a_delayed_job_makes_a_delayed_head(part_db: str, tmp_path: Path) -> Non
     assert head[4] == int(later.timestamp() * 1000)
     assert index_row(part_db, result.id)[0] == "delayed"
     # No schedule key: the head carries the time.
-    assert fetch(part_db, "SELECT COUNT(*) FROM later_storage WHERE key LIKE %s", ["%-due-%"]) == [
-        (0,)
-    ]
+    key = key_column(part_db)
+    assert fetch(
+        part_db, f"SELECT COUNT(*) FROM later_storage WHERE {key} LIKE %s", ["%-due-%"]
+    ) == [(0,)]
 
 
 def test_an_unconfigured_topic_is_refused_and_nothing_is_written(

@@ -8,7 +8,10 @@ unreachable for ``LATER_CUT_OFF_SECONDS`` (default 2), for real:
 - PostgreSQL: the database stops accepting connections (``ALLOW_CONNECTIONS
   false``) and the worker's own backend is terminated;
 - SQLite: another connection holds the write lock (``BEGIN EXCLUSIVE``) longer
-  than the worker's busy timeout (the test passes a short one).
+  than the worker's busy timeout (the test passes a short one);
+- MySQL/MariaDB: the worker reaches the server through a TCP relay of this process's
+  own (:class:`Relay`), which drops every connection and refuses new ones: the
+  outage a network partition makes, without touching the shared server.
 
 So the plan fails (it reads the records) and so does the immediate hand-back; what the worker does
 with the claimed messages afterwards is what the test watches. With
@@ -18,14 +21,75 @@ planned (PostgreSQL: and its jobs launched), just before its start write.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
+import socket
 import sqlite3
 import sys
 import threading
 import time
 
 import django
+
+
+class Relay:
+    """A TCP relay on 127.0.0.1 to ``(host, port)``; :meth:`cut` drops every connection
+    through it and refuses new ones (accepted and closed at once) for a while."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.upstream = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.refusing_until = 0.0
+        self.lock = threading.Lock()
+        self.open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self, seconds: float) -> None:
+        with self.lock:
+            self.refusing_until = time.monotonic() + seconds
+            for sock in self.open:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self.open.clear()
+
+    def _accept(self) -> None:
+        while True:
+            client, _ = self.listener.accept()
+            if time.monotonic() < self.refusing_until:
+                client.close()
+                continue
+            server = socket.create_connection(self.upstream)
+            with self.lock:
+                self.open += [client, server]
+            for source, target in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, target):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def through_relay() -> Relay | None:
+    """On MySQL, points the worker's database settings at a :class:`Relay` to the
+    server (before Django reads them)."""
+    database = json.loads(os.environ["LATER_WORKER_DATABASE"])
+    if "mysql" not in database["ENGINE"]:
+        return None
+    relay = Relay(database.get("HOST") or "127.0.0.1", int(database.get("PORT") or 3306))
+    database.update(HOST="127.0.0.1", PORT=str(relay.port))
+    os.environ["LATER_WORKER_DATABASE"] = json.dumps(database)
+    return relay
 
 
 def cut_off_postgres(using: str, seconds: float) -> None:
@@ -65,6 +129,7 @@ def cut_off_sqlite(using: str, seconds: float) -> None:
 
 
 def main() -> None:
+    relay = through_relay()
     django.setup()
     from django.core.management import call_command
     from django.db import connections
@@ -80,7 +145,12 @@ def main() -> None:
         starts += 1
         if starts == 1:
             vendor = connections[using].vendor
-            (cut_off_postgres if vendor == "postgresql" else cut_off_sqlite)(using, seconds)
+            if relay is not None:
+                relay.cut(seconds)
+            elif vendor == "postgresql":
+                cut_off_postgres(using, seconds)
+            else:
+                cut_off_sqlite(using, seconds)
             print(f"cut off the database for {seconds}s {what}", flush=True)
 
     if os.environ.get("LATER_CUT_OFF_AT") == "start_write":

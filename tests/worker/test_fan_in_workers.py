@@ -11,6 +11,7 @@ from django.db import transaction
 
 from later_django.api import after, enqueue_many
 from later_django.compat.tasks import TaskResultStatus
+from tests.storage.three_databases import key_column
 from tests.worker import tasks
 from tests.worker.tasks import read_lines
 from tests.worker.test_worker_process import (
@@ -60,9 +61,10 @@ def test_children_of_200_parents_finishing_on_two_workers_run_exactly_once(
     assert sum(ran[f"p{n}"] for n in range(PARENTS)) == PARENTS
     # Both workers finished parents, and no pending counter is left.
     assert len({line["pid"] for line in read_lines(lines)}) == 2
-    assert fetch(alias, "SELECT COUNT(*) FROM later_storage WHERE key LIKE %s", ["%-pending"]) == [
-        (0,)
-    ]
+    key = key_column(alias)
+    assert fetch(
+        alias, f"SELECT COUNT(*) FROM later_storage WHERE {key} LIKE %s", ["%-pending"]
+    ) == [(0,)]
 
 
 def test_a_fan_in_child_run_by_a_worker_process_gets_its_three_parents_results(
@@ -84,6 +86,7 @@ def test_a_fan_in_child_run_by_a_worker_process_gets_its_three_parents_results(
     [line] = [line for line in read_lines(lines) if line["label"] == "child"]
     assert line["parent_results"] == expected
     # The parents are let go once their child has finished.
+    key = key_column(alias)
     assert fetch(
-        alias, "SELECT COUNT(*) FROM later_storage WHERE key LIKE %s", ["%-dependents"]
+        alias, f"SELECT COUNT(*) FROM later_storage WHERE {key} LIKE %s", ["%-dependents"]
     ) == [(0,)]

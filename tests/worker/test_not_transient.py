@@ -23,7 +23,11 @@ pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 MODULE = "tests.worker.out_of_range_worker"
 #: What each database says of a concurrency of 2**63 in the worker row.
-REFUSALS = {"default": "too large to convert to SQLite INTEGER", "postgres": "out of range"}
+REFUSALS = {
+    "default": "too large to convert to SQLite INTEGER",
+    "postgres": "out of range",
+    "mariadb": "Out of range value for column 'concurrency'",
+}
 
 
 def assert_stopped_clearly(log: str, alias: str) -> None:
@@ -69,7 +73,7 @@ def away(alias: str, tmp_path) -> dict[str, object]:  # type: ignore[no-untyped-
     """``alias``'s connection settings, with a database that never answers: a port
     nothing listens on, or an SQLite file in a directory that does not exist."""
     database = database_settings(alias)
-    if connections[alias].vendor == "postgresql":
+    if connections[alias].vendor in ("postgresql", "mysql"):
         database["PORT"] = str(free_port())
     else:
         database["NAME"] = str(tmp_path / "no-such-directory" / "db.sqlite3")
@@ -108,6 +112,12 @@ def test_a_value_out_of_range_is_not_transient(db_alias: str) -> None:
     vendor = connections[db_alias].vendor
     if vendor == "postgresql":
         error = raised(db_alias, "SELECT %s::integer", [2**31])
+    elif vendor == "mysql":
+        # MySQL refuses the value where a column is to hold it (strict mode, 1264), as
+        # in the worker row above; a SELECT gives the number back as it came.
+        with connections[db_alias].cursor() as cursor:
+            cursor.execute("CREATE TEMPORARY TABLE later_test_narrow (n INTEGER)")
+        error = raised(db_alias, "INSERT INTO later_test_narrow (n) VALUES (%s)", [2**63])
     else:
         error = raised(db_alias, "SELECT %s", [2**63])
     assert not is_transient(error), repr(error)
@@ -121,6 +131,10 @@ def test_a_lost_connection_and_a_held_lock_are_transient(db_alias: str) -> None:
     connection = connections[db_alias]
     if connection.vendor == "postgresql":
         error = raised(db_alias, "SELECT pg_terminate_backend(pg_backend_pid())", [])
+    elif connection.vendor == "mysql":
+        error = raised(db_alias, "KILL CONNECTION_ID()", [])
+        assert is_transient(error), repr(error)
+        error = held_row_lock_on_mysql(db_alias)
     else:
         locker = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
         locker.execute("BEGIN EXCLUSIVE")
@@ -132,6 +146,29 @@ def test_a_lost_connection_and_a_held_lock_are_transient(db_alias: str) -> None:
             locker.execute("ROLLBACK")
             locker.close()
     assert is_transient(error), repr(error)
+
+
+def held_row_lock_on_mysql(alias: str) -> BaseException:
+    """What a write waiting for a row another connection holds raises on MySQL once its
+    lock wait times out (1205; the worker's sessions wait 3 s)."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO later_stage_counts (namespace, stage, shard, count) "
+            "VALUES ('held', 'enqueued', 0, 0)"
+        )
+    holder = connections.create_connection(alias)
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            cursor.execute(
+                "SELECT count FROM later_stage_counts WHERE namespace = 'held' FOR UPDATE"
+            )
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        return raised(alias, "UPDATE later_stage_counts SET count = 1 WHERE namespace = 'held'", [])
+    finally:
+        holder.rollback()
+        holder.close()
 
 
 def test_a_prepared_statement_missing_or_doubled_on_postgresql_is_transient(

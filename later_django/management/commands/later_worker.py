@@ -302,6 +302,13 @@ class Command(BaseCommand):
     def get_version(self) -> str:
         return later_django_version()
 
+    def check(self, *args: Any, databases: Any = None, **kwargs: Any) -> None:
+        """The system checks without the models' checks against each database: on
+        MySQL those ask the server its version, so a worker started while its database
+        is away stopped there with a traceback instead of retrying (decision 272).
+        ``manage.py check`` and ``migrate`` still run them."""
+        super().check(*args, databases=[], **kwargs)
+
     def handle(self, *args: Any, **options: Any) -> None:
         log_to_stderr_unless_configured()
         refuse_missing_tables(later_settings().database)
