@@ -60,9 +60,17 @@ def no_rows(tables: Sequence[str] = ENGINE_TABLES) -> dict[str, int]:
     return dict.fromkeys(tables, 0)
 
 
+def key_column(alias: str) -> str:
+    """``later_storage``'s ``key`` column as ``alias``'s SQL names it: quoted (a
+    reserved word on MySQL/MariaDB)."""
+    return connections[alias].ops.quote_name("key")
+
+
 def counter_value(alias: str, key: str) -> int | None:
     """The counter of the counter-only ``later_storage`` row ``key`` (None: no row)."""
     with connections[alias].cursor() as cursor:
-        cursor.execute("SELECT counter_value FROM later_storage WHERE key = %s", [key])
+        cursor.execute(
+            f"SELECT counter_value FROM later_storage WHERE {key_column(alias)} = %s", [key]
+        )
         row = cursor.fetchone()
     return None if row is None else row[0]

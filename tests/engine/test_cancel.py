@@ -28,7 +28,7 @@ from later_django.exceptions import JobCancelled, class_path
 from later_django.overview.snapshot import read_overview
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
-from tests.engine.support import result, run_burst, run_until_finished
+from tests.engine.support import key_column, result, run_burst, run_until_finished
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -59,7 +59,10 @@ def queue_rows(alias: str) -> int:
 
 def schedule_keys(alias: str) -> int:
     with connections[alias].cursor() as cursor:
-        cursor.execute("SELECT COUNT(*) FROM later_storage WHERE key LIKE 'default-due-%%'")
+        cursor.execute(
+            f"SELECT COUNT(*) FROM later_storage WHERE {key_column(alias)} LIKE %s",
+            ["default-due-%"],
+        )
         return cursor.fetchone()[0]
 
 

@@ -28,7 +28,7 @@ from later_django.engine.enqueue import NewJob, _new_record, _new_records
 from later_django.engine.results import task_result
 from later_django.engine.writes import JobWrites
 from tests.engine import tasks
-from tests.engine.support import no_rows, result, row_counts
+from tests.engine.support import key_column, no_rows, result, row_counts
 
 MAX_RANDOM = (1 << 80) - 1
 MS = 1_796_309_587_790  # a millisecond in 2026
@@ -426,7 +426,10 @@ def test_results_equal_what_get_result_reads_back(engine_db: str) -> None:
 def encode_record_of(alias: str, job_id: str) -> bytes:
     """The stored bytes of job ``job_id``'s record."""
     with connections[alias].cursor() as cursor:
-        cursor.execute("SELECT value FROM later_storage WHERE key = %s", [f"default-job-{job_id}"])
+        cursor.execute(
+            f"SELECT value FROM later_storage WHERE {key_column(alias)} = %s",
+            [f"default-job-{job_id}"],
+        )
         return bytes(cursor.fetchone()[0])
 
 

@@ -20,6 +20,7 @@ from tests.engine import tasks
 from tests.engine.support import (
     NAMESPACE,
     counter_value,
+    key_column,
     no_rows,
     result,
     row_counts,
@@ -221,7 +222,10 @@ def test_nothing_is_left_once_a_fan_in_has_run(engine_db: str) -> None:
     with connections[engine_db].cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM later_storage_range")
         assert cursor.fetchone()[0] == 0
-        cursor.execute("SELECT COUNT(*) FROM later_storage WHERE key LIKE %s", ["%-pending"])
+        cursor.execute(
+            f"SELECT COUNT(*) FROM later_storage WHERE {key_column(engine_db)} LIKE %s",
+            ["%-pending"],
+        )
         assert cursor.fetchone()[0] == 0
     assert no_rows(("later_delivery_queue",)) == row_counts(engine_db, ("later_delivery_queue",))
 

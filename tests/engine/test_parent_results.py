@@ -21,6 +21,7 @@ from tests.engine import result_tasks, tasks
 from tests.engine.support import (
     NAMESPACE,
     counter_value,
+    key_column,
     result,
     run_burst,
     run_until_finished,
@@ -39,7 +40,7 @@ def expire_now(alias: str, job_id: str) -> None:
     past = now_ms() - 1
     with connections[alias].cursor() as cursor:
         cursor.execute(
-            "UPDATE later_storage SET date_expire_unindexed = %s WHERE key = %s",
+            f"UPDATE later_storage SET date_expire_unindexed = %s WHERE {key_column(alias)} = %s",
             [past, job_key(NAMESPACE, job_id)],
         )
         assert cursor.rowcount == 1
@@ -53,7 +54,8 @@ def expire_now(alias: str, job_id: str) -> None:
 def record_exists(alias: str, job_id: str) -> bool:
     with connections[alias].cursor() as cursor:
         cursor.execute(
-            "SELECT COUNT(*) FROM later_storage WHERE key = %s", [job_key(NAMESPACE, job_id)]
+            f"SELECT COUNT(*) FROM later_storage WHERE {key_column(alias)} = %s",
+            [job_key(NAMESPACE, job_id)],
         )
         return cursor.fetchone()[0] == 1
 

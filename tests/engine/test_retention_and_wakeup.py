@@ -12,7 +12,7 @@ from later_django.core.keys import job_key
 from later_django.storage.postgres.listener import listening_connection
 from later_django.storage.queries.queue import WAKE_CHANNEL
 from tests.engine import tasks
-from tests.engine.support import NAMESPACE, result, run_until_finished
+from tests.engine.support import NAMESPACE, key_column, result, run_until_finished
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -24,7 +24,8 @@ def expiry_of(alias: str, job_id: str) -> tuple[int | None, int | None]:
     ``date_expire``, the indexed one, stays empty) and of its index row."""
     with connections[alias].cursor() as cursor:
         cursor.execute(
-            "SELECT date_expire, date_expire_unindexed FROM later_storage WHERE key = %s",
+            "SELECT date_expire, date_expire_unindexed FROM later_storage "
+            f"WHERE {key_column(alias)} = %s",
             [job_key(NAMESPACE, job_id)],
         )
         indexed, record = cursor.fetchone()
@@ -58,7 +59,8 @@ def test_finished_jobs_expire_by_the_retention_of_their_outcome(db_alias: str) -
         # Once expired, the job reads as gone (the sweep deletes the rows later).
         with connections[db_alias].cursor() as cursor:
             cursor.execute(
-                "UPDATE later_storage SET date_expire_unindexed = %s WHERE key = %s",
+                "UPDATE later_storage SET date_expire_unindexed = %s "
+                f"WHERE {key_column(db_alias)} = %s",
                 [now_ms() - 1, job_key(NAMESPACE, succeeded.id)],
             )
         with pytest.raises(TaskResultDoesNotExist):

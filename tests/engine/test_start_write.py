@@ -1,8 +1,9 @@
 """A claimed job's start write and its launch, and no attempt goes uncounted.
 
-On PostgreSQL the worker hands a planned batch's jobs to their threads, then writes
-the start (record ``running`` with the attempt, index row, execution lease); on
-SQLite, where one writer holds the lock, the start commits first (decision 112). A
+On PostgreSQL and MySQL/MariaDB the worker hands a planned batch's jobs to their
+threads, then writes the start (record ``running`` with the attempt, index row,
+execution lease); on SQLite, where one writer holds the lock, the start commits
+first (decision 112). A
 job whose process dies before that write commits leaves its attempt in its
 message's delivery count: the next claim sees a second delivery of a job still
 ``enqueued`` and records the lost attempt (``WorkerLost``), so a poison job is
@@ -99,14 +100,16 @@ def _options(stores: Any, worker_id: str = "planner") -> dict[str, Any]:
 
 
 def _launched_first(engine_db: str) -> bool:
-    return connections[engine_db].vendor == "postgresql"
+    """Whether the worker launches a batch before its start write: wherever writers
+    do not queue for one lock (PostgreSQL, MySQL/MariaDB), not on SQLite."""
+    return not stores_for(engine_db).driver.serializes_writes
 
 
-def test_a_job_begins_while_its_start_write_is_on_its_way_on_postgresql(
+def test_a_job_begins_while_its_start_write_is_on_its_way_unless_on_sqlite(
     engine_db: str, tmp_path: Path
 ) -> None:
-    """PostgreSQL: the task has begun while its start write waits; SQLite: not
-    before the write commits."""
+    """PostgreSQL and MySQL/MariaDB: the task has begun while its start write waits;
+    SQLite: not before the write commits."""
     hold, job_id, started = _run_held(engine_db, tmp_path, fail=False)
 
     assert hold.task_had_started is _launched_first(engine_db)
@@ -116,9 +119,9 @@ def test_a_job_begins_while_its_start_write_is_on_its_way_on_postgresql(
 def test_a_failed_start_write_is_written_again_or_handed_back(
     engine_db: str, tmp_path: Path
 ) -> None:
-    """PostgreSQL: the job already runs when its start write fails, and the worker
-    writes the start again at its next turn (its claim still held), then the
-    outcome. SQLite: nothing of the batch ran, it is handed back and claimed again.
+    """PostgreSQL, MySQL/MariaDB: the job already runs when its start write fails,
+    and the worker writes the start again at its next turn (its claim still held),
+    then the outcome. SQLite: nothing of the batch ran, it is handed back and claimed again.
     Either way the job ran once, as attempt 1, and nothing is left behind."""
     hold, job_id, started = _run_held(engine_db, tmp_path, fail=True)
 

@@ -5,13 +5,21 @@ round trip does) must change this pin on purpose; see docs/benchmarks.md,
 "Statements per job".
 
 The engine's calls are the ones ``JobLoop`` makes for a batch of queue jobs: the
-claim, ``plan_batch`` then ``commit`` (on PostgreSQL written while the jobs run,
-decision 112; the statement is the same), and ``finish_and_continue``.
+claim, ``plan_batch`` then ``commit`` (on PostgreSQL and MySQL written while the
+jobs run, decision 112; the statements are the same), and ``finish_and_continue``.
+
+On MySQL/MariaDB the statements Django logs are not all the round trips: a
+transaction's ``BEGIN`` is ``SET autocommit=0`` and after its ``COMMIT`` Django turns
+autocommit on again, a round trip Django does not log. The pins there also check
+what the server counted (the session's ``Questions``): the statements listed and
+one more per ``COMMIT`` (:func:`server_statements`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.db import connections
@@ -31,26 +39,38 @@ from tests.engine.support import NAMESPACE, run_burst
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
+
+def deleting(table: str) -> str:
+    """A ``DELETE`` from ``table``: ``DELETE FROM table``, or MySQL's multi-table
+    ``DELETE alias FROM JSON_TABLE(...) STRAIGHT_JOIN table AS alias``."""
+    return rf"^\s*DELETE (\w+ )?FROM (.* )?{table}\b"
+
+
 #: (pattern, label): the first pattern found in a statement names it.
 KINDS = (
     (r"^\s*BEGIN IMMEDIATE", "BEGIN IMMEDIATE"),
     (r"^\s*BEGIN", "BEGIN"),
     (r"^\s*COMMIT", "COMMIT"),
     (r"later_claim_counted|UPDATE later_delivery_queue\s+SET lease_owner", "claim"),
+    # MySQL's claim in steps: each queue's head locked, then the chosen ones taken.
+    (r"^\s*\(?SELECT sequence, .* FOR UPDATE SKIP LOCKED", "lock queue heads"),
+    (r"^\s*UPDATE JSON_TABLE\(.* later_delivery_queue AS q .*SET q\.lease_owner = '", "claim"),
     (r"^\s*WITH p0 AS", "one combined write"),
     (r"^\s*SELECT range_key|^\s*WITH found AS", "read continuations"),
-    (r"SET counter_value = counter_value -", "decrement counters"),
-    (r"^\s*DELETE FROM later_storage_range\b", "clear ranges"),
-    (r"^\s*DELETE FROM later_storage\b", "delete keys"),
-    (r"^\s*DELETE FROM later_jobs_index\b", "delete index rows"),
+    (r"SET (s\.)?counter_value = (s\.)?counter_value -", "decrement counters"),
+    # MySQL: what the decrement left (it has no RETURNING).
+    (r"^\s*SELECT `key`, counter_value FROM later_storage\b", "read decremented counters"),
+    (deleting("later_storage_range"), "clear ranges"),
+    (deleting("later_storage"), "delete keys"),
+    (deleting("later_jobs_index"), "delete index rows"),
     (r"^\s*INSERT INTO later_delivery_queue\b", "publish"),
-    (r"^\s*SELECT key, value FROM later_storage\b", "read records"),
-    (r"^\s*DELETE FROM later_delivery_queue", "ack messages"),
+    (r"^\s*SELECT (s\.)?`?key`?, (s\.)?value FROM (.* )?later_storage\b", "read records"),
+    (deleting("later_delivery_queue"), "ack messages"),
     (r"^\s*INSERT INTO later_storage\b.*date_updated, date_expire\) ", "add to counters"),
     (r"^\s*INSERT INTO later_storage\b", "write records"),
     (r"^\s*INSERT INTO later_jobs_index\b", "write index rows"),
     (r"^\s*INSERT INTO later_job_execution\b", "take execution leases"),
-    (r"^\s*DELETE FROM later_job_execution\b", "release execution leases"),
+    (deleting("later_job_execution"), "release execution leases"),
 )
 
 #: vendor -> step -> the statements of one batch, in order.
@@ -80,6 +100,28 @@ PINNED = {
             "COMMIT",
         ],
     },
+    # SQLite's, but the claim in two statements (no UPDATE ... RETURNING; the claim
+    # must lock the heads it chooses) and in a transaction of its own.
+    "mysql": {
+        "claim": ["BEGIN", "lock queue heads", "claim", "COMMIT"],
+        "start": [
+            "read records",
+            "BEGIN",
+            "write records",
+            "write index rows",
+            "take execution leases",
+            "COMMIT",
+        ],
+        "finish": [
+            "BEGIN",
+            "ack messages",
+            "write records",
+            "write index rows",
+            "release execution leases",
+            "read continuations",
+            "COMMIT",
+        ],
+    },
 }
 
 
@@ -89,6 +131,46 @@ def kind(sql: str) -> str:
         if re.search(pattern, sql):
             return label
     return sql[:80]
+
+
+def server_statements(logged: list[str]) -> int:
+    """The round trips behind ``logged`` (Django's log of a step) on MySQL/MariaDB:
+    each statement, and after each ``COMMIT`` the ``SET autocommit=1`` Django does
+    not log."""
+    return len(logged) + logged.count("COMMIT")
+
+
+def questions(alias: str) -> int:
+    """The statements the MySQL/MariaDB server counted for this session so far, this
+    one included."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SHOW SESSION STATUS LIKE 'Questions'")
+        return int(cursor.fetchone()[1])
+
+
+def warmed_up(alias: str) -> None:
+    """What the MySQL driver asks the server once in its life (``max_allowed_packet``
+    for a batch's rows, the auto-increment mode for a publish's ids), asked now:
+    not part of any batch."""
+    driver = stores_for(alias).driver
+    if driver.vendor == "mysql":
+        driver.packet_limit()  # type: ignore[attr-defined]
+        driver.auto_increment()  # type: ignore[attr-defined]
+
+
+@contextmanager
+def captured_step(alias: str) -> Iterator[CaptureQueriesContext]:
+    """Django's log of the statements run inside; on MySQL/MariaDB also checks that the
+    server ran as many as :func:`server_statements` says (the ``SHOW`` that reads the
+    count after is one more)."""
+    connection = connections[alias]
+    mysql = connection.vendor == "mysql"
+    before = questions(alias) if mysql else 0
+    with CaptureQueriesContext(connection) as captured:
+        yield captured
+    if mysql:
+        logged = [kind(query["sql"]) for query in captured.captured_queries]
+        assert questions(alias) - before - 1 == server_statements(logged), logged
 
 
 def batch_statements(alias: str, jobs: int, *, in_workflow: bool = False) -> dict[str, list[str]]:
@@ -109,19 +191,19 @@ def batch_statements(alias: str, jobs: int, *, in_workflow: bool = False) -> dic
     else:
         for n in range(jobs):
             tasks.add.enqueue(n, n)
-    connection = connections[alias]
     steps: dict[str, list[str]] = {}
+    warmed_up(alias)
     # The metrics flush is due once a second whichever call comes then; it is not
     # part of a batch.
     metrics.accumulator.take()
-    with CaptureQueriesContext(connection) as claim:
+    with captured_step(alias) as claim:
         messages = stores.queue.claim(NAMESPACE, ["default"], "w1", 30_000, batch_size=jobs)
-    with CaptureQueriesContext(connection) as start:
+    with captured_step(alias) as start:
         batch = plan_batch(messages, lease_ms=30_000, **worker)
         batch.commit()
     assert len(batch.started) == jobs
     metrics.accumulator.take()
-    with CaptureQueriesContext(connection) as finish:
+    with captured_step(alias) as finish:
         records, _ = finish_and_continue(
             [Outcome(job, return_value=1) for job in batch.started], **worker
         )
@@ -143,6 +225,29 @@ def test_a_batch_of_queue_jobs_is_a_fixed_list_of_statements(engine_db: str, job
 #: neighbours: the counters are written with the records' table).
 WORKFLOW_PINNED = {
     "postgresql": PINNED["postgresql"],
+    # As SQLite: the counters' upsert after the records'.
+    "mysql": {
+        **PINNED["mysql"],
+        "start": [
+            "read records",
+            "BEGIN",
+            "write records",
+            "add to counters",
+            "write index rows",
+            "take execution leases",
+            "COMMIT",
+        ],
+        "finish": [
+            "BEGIN",
+            "ack messages",
+            "write records",
+            "add to counters",
+            "write index rows",
+            "release execution leases",
+            "read continuations",
+            "COMMIT",
+        ],
+    },
     "sqlite": {
         **PINNED["sqlite"],
         "start": [
@@ -230,6 +335,39 @@ FAN_IN_PINNED = {
             "COMMIT",
         ],
     },
+    # SQLite's, but the decrement is an UPDATE and a read of what it left (no
+    # RETURNING), in the finish's transaction.
+    "mysql": {
+        "not last": [
+            "BEGIN",
+            "ack messages",
+            "write records",
+            "write index rows",
+            "release execution leases",
+            "read continuations",
+            "clear ranges",
+            "decrement counters",
+            "read decremented counters",
+            "COMMIT",
+        ],
+        "last": [
+            "BEGIN",
+            "ack messages",
+            "write records",
+            "write index rows",
+            "release execution leases",
+            "read continuations",
+            "clear ranges",
+            "decrement counters",
+            "read decremented counters",
+            "read records",
+            "write records",
+            "delete keys",
+            "delete index rows",
+            "publish",
+            "COMMIT",
+        ],
+    },
 }
 
 
@@ -247,8 +385,9 @@ def finish_statements(alias: str, parents: list[str]) -> list[str]:
     batch = plan_batch(messages, lease_ms=30_000, **worker)
     batch.commit()
     assert [job.record.job_id for job in batch.started] in ([parents[0]], [parents[1]])
+    warmed_up(alias)
     metrics.accumulator.take()
-    with CaptureQueriesContext(connections[alias]) as finish:
+    with captured_step(alias) as finish:
         finish_and_continue([Outcome(job, return_value=1) for job in batch.started], **worker)
     return [kind(query["sql"]) for query in finish.captured_queries]
 
@@ -283,19 +422,19 @@ def child_statements(alias: str) -> dict[str, list[str]]:
     parents = [result_tasks.number.using(queue_name="emails").enqueue(n).id for n in (1, 2)]
     child = after(parents, result_tasks.parent_results)
     run_burst(["emails"])
-    connection = connections[alias]
+    warmed_up(alias)
     metrics.accumulator.take()
     messages = stores.queue.claim(NAMESPACE, ["default"], "w1", 30_000, batch_size=1)
-    with CaptureQueriesContext(connection) as start:
+    with captured_step(alias) as start:
         batch = plan_batch(messages, lease_ms=30_000, **worker)
         batch.commit()
     [job] = batch.started
     assert job.record.job_id == child.id
-    with CaptureQueriesContext(connection) as run:
+    with captured_step(alias) as run:
         outcome = run_job(job, manage_connections=False)
     assert outcome.return_value == [[parents[0], 1], [parents[1], 2]]
     metrics.accumulator.take()
-    with CaptureQueriesContext(connection) as finish:
+    with captured_step(alias) as finish:
         finish_and_continue([outcome], **worker)
     return {
         step: [kind(query["sql"]) for query in captured.captured_queries]
@@ -326,6 +465,17 @@ CHILD_PINNED = {
         "finish": [
             *PINNED["sqlite"]["finish"][:-1],
             "decrement counters",
+            "delete keys",
+            "COMMIT",
+        ],
+    },
+    "mysql": {
+        "start": PINNED["mysql"]["start"],
+        "run": ["read records"],
+        "finish": [
+            *PINNED["mysql"]["finish"][:-1],
+            "decrement counters",
+            "read decremented counters",
             "delete keys",
             "COMMIT",
         ],

@@ -26,7 +26,7 @@ from later_django.core.keys import unique_key
 from later_django.engine.job_actions import one_job
 from later_django.storage.stores import stores_for
 from tests.engine import tasks
-from tests.engine.support import NAMESPACE, result, run_burst
+from tests.engine.support import NAMESPACE, key_column, result, run_burst
 from tests.maintenance.test_processes import REPOSITORY, database_settings
 from tests.threads import at_once
 
@@ -40,7 +40,7 @@ def queued(alias: str) -> int:
 def expire_key(alias: str, task_path: str, key: str) -> None:
     with connections[alias].cursor() as cursor:
         cursor.execute(
-            "UPDATE later_storage SET date_expire = %s WHERE key = %s",
+            f"UPDATE later_storage SET date_expire = %s WHERE {key_column(alias)} = %s",
             [now_ms() - 1_000, unique_key(NAMESPACE, task_path, key)],
         )
 

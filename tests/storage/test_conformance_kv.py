@@ -8,13 +8,14 @@ while the MySQL driver has statements for the kv store only)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 from django.db import OperationalError, connections, transaction
 
 from later_django.core.clock import now_ms
 from later_django.storage.stores import stores_for
-from later_django.storage.types import Increment, RangeAdd, RangeRemove, Set
+from later_django.storage.types import Delete, Increment, RangeAdd, RangeRemove, Set
 from tests.storage import three_databases
 from tests.storage.three_databases import key_column
 
@@ -166,6 +167,84 @@ def test_get_many_for_update_holds_the_rows_until_the_transaction_ends(db_alias:
     # Once the transaction ended, the row can be written again.
     assert _try_write_from_another_connection(db_alias, "locked") is None
     assert kv.get("locked") == b"intruder"
+
+
+def _lock_timeout_of_a_second(db_alias: str) -> None:
+    with connections[db_alias].cursor() as cursor:
+        if connections[db_alias].vendor == "mysql":
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        else:
+            cursor.execute("SET lock_timeout = '1s'")
+
+
+@pytest.mark.parametrize("call", ["get_many_for_update", "delete", "decrement", "clear_ranges"])
+def test_a_keyed_lock_does_not_wait_on_another_keys_row_in_an_open_transaction(
+    db_alias: str, call: str
+) -> None:
+    """In a table of a few rows (where MariaDB read a list's rows by scanning the
+    table, locking what it read: decision 263), a locking read, delete, decrement or
+    range clear of some keys neither waits for another transaction that wrote other
+    keys and is still open (1 s lock timeout) nor touches that transaction's rows."""
+    if connections[db_alias].vendor == "sqlite":
+        pytest.skip("SQLite serialises write transactions: every writer waits for the open one")
+    kv = stores_for(db_alias).kv
+    kv.apply([Set("a", b"va"), Increment("c-a", 2), RangeAdd("r-a", b"m")])
+    wrote, finish = threading.Event(), threading.Event()
+
+    def write_others() -> None:
+        with transaction.atomic(using=db_alias):
+            stores_for(db_alias).kv.apply(
+                [Set("b", b"vb"), Increment("c-b", 2), RangeAdd("r-b", b"m")]
+            )
+            wrote.set()
+            finish.wait(10)
+
+    def lock_mine() -> object:
+        _lock_timeout_of_a_second(db_alias)
+        mine = stores_for(db_alias).kv
+        with transaction.atomic(using=db_alias):
+            if call == "get_many_for_update":
+                return mine.get_many_for_update(["a"])
+            if call == "delete":
+                mine.apply([Delete("a"), Delete("c-a")])
+                return None
+            if call == "decrement":
+                return mine.decrement_counters({"c-a": 1})
+            return mine.decrement_counters({}, clear_ranges=["r-a"])
+
+    outcomes: dict[str, list] = {"others": [], "mine": []}
+
+    def run(name: str, body: Callable[[], object]) -> threading.Thread:
+        def target() -> None:
+            try:
+                outcomes[name].append(body())
+            except BaseException as error:
+                outcomes[name].append(error)
+            finally:
+                connections[db_alias].close()
+
+        thread = threading.Thread(target=target)
+        thread.start()
+        return thread
+
+    others = run("others", write_others)
+    try:
+        assert wrote.wait(10)
+        mine = run("mine", lock_mine)
+        mine.join(10)
+        expected = {
+            "get_many_for_update": {"a": b"va"},
+            "delete": None,
+            "decrement": {"c-a": 1},
+            "clear_ranges": {},
+        }
+        assert outcomes["mine"] == [expected[call]]
+    finally:
+        finish.set()
+        others.join(10)
+    assert outcomes["others"] == [None]
+    assert kv.get_many(["b"]) == {"b": b"vb"}
+    assert kv.range_members_many(["r-b"]) == {"r-b": [b"m"]}
 
 
 # --- range_members_many ---
