@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.db import connections
 
 from later_django.storage.stores import stores_for
+from tests.test_migrations import released_migrations_run_on
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -32,6 +33,7 @@ def claim_index_columns(alias: str) -> str:
 
 
 def test_0016_leads_the_claim_index_with_the_queue_and_reverses(db_alias: str) -> None:
+    released_migrations_run_on(db_alias)
     namespace = f"ns-{uuid.uuid4().hex[:12]}"
     queue = stores_for(db_alias).queue
     assert claim_index_columns(db_alias).startswith("(namespace, queue_name, priority DESC")

@@ -10,6 +10,8 @@ from django.apps import apps
 from django.core.management import call_command
 from django.db import connections
 
+from later_django.migration_operations import RELEASED_VENDORS
+
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 EXPECTED_TABLES = {
@@ -64,7 +66,27 @@ CATALOG_QUERIES = {
     ("postgresql", "index"): (
         "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
     ),
+    ("mysql", "trigger"): (
+        "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()"
+    ),
+    ("mysql", "index"): (
+        "SELECT DISTINCT index_name FROM information_schema.statistics"
+        " WHERE table_schema = DATABASE() AND index_name <> 'PRIMARY'"
+    ),
 }
+
+
+def released_migrations_run_on(alias: str) -> None:
+    """Skips a test of what a released migration (0001-0018) does on a vendor where
+    those migrations run nothing: on MySQL they only move Django's migration state,
+    and ``0019_mysql_schema`` builds the whole schema (decision 212), so migrating
+    back to one of them leaves no later_* table there to look at."""
+    vendor = connections[alias].vendor
+    if vendor not in RELEASED_VENDORS:
+        pytest.skip(
+            f"the released migrations 0001-0018 run nothing on {vendor} (0019 builds its "
+            "schema whole: decision 212), so what one of them changes does not exist there"
+        )
 
 
 def catalog_names(alias: str, kind: str) -> set[str]:
@@ -169,6 +191,7 @@ class OldColumnsIndex:
 
 
 def test_migration_0005_counts_the_finished_rows_already_in_the_index(db_alias: str) -> None:
+    released_migrations_run_on(db_alias)
     from later_django.core.clock import now_ms
     from later_django.storage.types import JobIndexRow
 
@@ -220,6 +243,7 @@ def test_migration_0005_counts_the_finished_rows_already_in_the_index(db_alias: 
 
 
 def test_migration_0012_adds_the_attempts_table_and_takes_it_away(db_alias: str) -> None:
+    released_migrations_run_on(db_alias)
     from later_django.core.clock import now_ms
     from later_django.storage.stores import stores_for
     from later_django.storage.types import JobIndexMetricsBatch, TaskMinuteSample
@@ -251,6 +275,7 @@ def test_record_keys_carry_no_like_index_beside_their_primary_key(db_alias: str)
 def test_migration_0018_fills_the_filter_columns_of_rows_already_in_the_index(
     db_alias: str,
 ) -> None:
+    released_migrations_run_on(db_alias)
     from later_django.core.clock import now_ms
     from later_django.core.keys import job_key
     from later_django.core.records import JobError, JobRecord, encode_record
