@@ -37,6 +37,7 @@ SLOW = (
     "tests/worker/test_limit_workers.py",
     "tests/browser/test_live_refresh.py",
     "tests/browser/test_operator_walk.py",
+    "tests/browser/test_mariadb_walk.py",
     "tests/browser/test_operator_clicks.py",
     "tests/browser/test_job_page_style.py",
     "tests/browser/test_workflow_pages.py",

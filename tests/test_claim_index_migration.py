@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.db import connections
 
 from later_django.storage.stores import stores_for
-from tests.test_migrations import skip_before_the_mysql_schema
+from tests.test_migrations import released_migrations_run_on
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -33,9 +33,9 @@ def claim_index_columns(alias: str) -> str:
 
 
 def test_0016_leads_the_claim_index_with_the_queue_and_reverses(db_alias: str) -> None:
+    released_migrations_run_on(db_alias)
     namespace = f"ns-{uuid.uuid4().hex[:12]}"
     queue = stores_for(db_alias).queue
-    skip_before_the_mysql_schema(db_alias, "0015")
     assert claim_index_columns(db_alias).startswith("(namespace, queue_name, priority DESC")
     call_command("migrate", "later_django", "0015", database=db_alias, verbosity=0)
     try:

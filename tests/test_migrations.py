@@ -10,6 +10,8 @@ from django.apps import apps
 from django.core.management import call_command
 from django.db import connections
 
+from later_django.migration_operations import RELEASED_VENDORS
+
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 EXPECTED_TABLES = {
@@ -58,20 +60,33 @@ def later_tables(alias: str) -> set[str]:
 
 
 CATALOG_QUERIES = {
-    ("mysql", "trigger"): (
-        "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()"
-    ),
-    ("mysql", "index"): (
-        "SELECT DISTINCT index_name FROM information_schema.statistics"
-        " WHERE table_schema = DATABASE()"
-    ),
     ("sqlite", "trigger"): "SELECT name FROM sqlite_master WHERE type = 'trigger'",
     ("sqlite", "index"): "SELECT name FROM sqlite_master WHERE type = 'index'",
     ("postgresql", "trigger"): "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal",
     ("postgresql", "index"): (
         "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
     ),
+    ("mysql", "trigger"): (
+        "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()"
+    ),
+    ("mysql", "index"): (
+        "SELECT DISTINCT index_name FROM information_schema.statistics"
+        " WHERE table_schema = DATABASE() AND index_name <> 'PRIMARY'"
+    ),
 }
+
+
+def released_migrations_run_on(alias: str) -> None:
+    """Skips a test of what a released migration (0001-0018) does on a vendor where
+    those migrations run nothing: on MySQL they only move Django's migration state,
+    and ``0019_mysql_schema`` builds the whole schema (decision 212), so migrating
+    back to one of them leaves no later_* table there to look at."""
+    vendor = connections[alias].vendor
+    if vendor not in RELEASED_VENDORS:
+        pytest.skip(
+            f"the released migrations 0001-0018 run nothing on {vendor} (0019 builds its "
+            "schema whole: decision 212), so what one of them changes does not exist there"
+        )
 
 
 def catalog_names(alias: str, kind: str) -> set[str]:
@@ -80,16 +95,6 @@ def catalog_names(alias: str, kind: str) -> set[str]:
     with connection.cursor() as cursor:
         cursor.execute(CATALOG_QUERIES[(connection.vendor, kind)])
         return {row[0] for row in cursor.fetchall()}
-
-
-def skip_before_the_mysql_schema(alias: str, migration: str) -> None:
-    """Skips on MySQL/MariaDB a test that migrates to ``migration``, one before 0019."""
-    if connections[alias].vendor == "mysql":
-        pytest.skip(
-            "on MySQL/MariaDB migrations 0001-0018 only move Django's state and 0019 "
-            f"builds the whole schema: no database there has a schema of {migration} "
-            "(0019 both ways: tests/test_mysql_schema.py)"
-        )
 
 
 def trigger_names(alias: str) -> set[str]:
@@ -186,6 +191,7 @@ class OldColumnsIndex:
 
 
 def test_migration_0005_counts_the_finished_rows_already_in_the_index(db_alias: str) -> None:
+    released_migrations_run_on(db_alias)
     from later_django.core.clock import now_ms
     from later_django.storage.types import JobIndexRow
 
@@ -201,7 +207,6 @@ def test_migration_0005_counts_the_finished_rows_already_in_the_index(db_alias: 
         )
 
     hour = 3_600_000
-    skip_before_the_mysql_schema(db_alias, "0004")
     call_command("migrate", "later_django", "0004", database=db_alias, verbosity=0)
     try:
         store = OldColumnsIndex(db_alias)
@@ -238,13 +243,13 @@ def test_migration_0005_counts_the_finished_rows_already_in_the_index(db_alias: 
 
 
 def test_migration_0012_adds_the_attempts_table_and_takes_it_away(db_alias: str) -> None:
+    released_migrations_run_on(db_alias)
     from later_django.core.clock import now_ms
     from later_django.storage.stores import stores_for
     from later_django.storage.types import JobIndexMetricsBatch, TaskMinuteSample
 
     attempt = TaskMinuteSample("t", "failed", "E", now_ms(), 3, 1, 2.0, 2.0, "01A")
     batch = JobIndexMetricsBatch(transitions=[("failed", now_ms(), 1)], task_minutes=[attempt])
-    skip_before_the_mysql_schema(db_alias, "0011")
     call_command("migrate", "later_django", "0011", database=db_alias, verbosity=0)
     try:
         assert "later_task_minute" not in later_tables(db_alias)
@@ -270,6 +275,7 @@ def test_record_keys_carry_no_like_index_beside_their_primary_key(db_alias: str)
 def test_migration_0018_fills_the_filter_columns_of_rows_already_in_the_index(
     db_alias: str,
 ) -> None:
+    released_migrations_run_on(db_alias)
     from later_django.core.clock import now_ms
     from later_django.core.keys import job_key
     from later_django.core.records import JobError, JobRecord, encode_record
@@ -296,7 +302,6 @@ def test_migration_0018_fills_the_filter_columns_of_rows_already_in_the_index(
         "later_jobs_index_queue_idx",
         "later_jobs_index_error_idx",
     }
-    skip_before_the_mysql_schema(db_alias, "0017")
     call_command("migrate", "later_django", "0017", database=db_alias, verbosity=0)
     try:
         assert not index_names(db_alias) & filter_indexes

@@ -76,10 +76,11 @@ def page(browser) -> Iterator[object]:
 
 @dataclass(frozen=True)
 class Site:
-    """A running example project: its base URL and its SQLite file."""
+    """A running example project: its base URL and its SQLite file (or its database's
+    URL: ``test_mariadb_walk.py``)."""
 
     base: str
-    database: Path
+    database: Path | str
 
 
 @pytest.fixture(scope="session")

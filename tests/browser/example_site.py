@@ -1,7 +1,7 @@
 """Run the example project in subprocesses for tests: manage.py, a dev server, polling.
 
-Everything binds 127.0.0.1 only and runs against a SQLite file the test chooses
-(``DATABASE_URL``), never the project's own ``db.sqlite3``.
+Everything binds 127.0.0.1 only and runs against a SQLite file the test chooses, or a
+scratch database of a server (``DATABASE_URL``), never the project's own ``db.sqlite3``.
 """
 
 from __future__ import annotations
@@ -34,11 +34,17 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def example_environment(database: Path, settings: str | None = None) -> dict[str, str]:
-    """The environment of an example-project process on the SQLite file ``database``,
-    with the project's own settings or the module ``settings`` (a module of this
-    repository's, e.g. :mod:`tests.browser.quick_refresh_settings`)."""
-    environment = {**os.environ, "DATABASE_URL": f"sqlite:///{database}", "PYTHONUNBUFFERED": "1"}
+def database_url(database: Path | str) -> str:
+    """``DATABASE_URL`` for ``database``: a SQLite file's path, or a URL already (a
+    server's scratch database, e.g. MariaDB's in ``test_mariadb_walk.py``)."""
+    return database if isinstance(database, str) else f"sqlite:///{database}"
+
+
+def example_environment(database: Path | str, settings: str | None = None) -> dict[str, str]:
+    """The environment of an example-project process on ``database`` (a SQLite file,
+    or a database URL), with the project's own settings or the module ``settings`` (a
+    module of this repository's, e.g. :mod:`tests.browser.quick_refresh_settings`)."""
+    environment = {**os.environ, "DATABASE_URL": database_url(database), "PYTHONUNBUFFERED": "1"}
     environment.pop("DJANGO_SETTINGS_MODULE", None)
     if settings is not None:
         environment["DJANGO_SETTINGS_MODULE"] = settings
@@ -46,7 +52,9 @@ def example_environment(database: Path, settings: str | None = None) -> dict[str
     return environment
 
 
-def manage(database: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def manage(
+    database: Path | str, *args: str, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     """Runs ``manage.py *args`` of the example project on ``database``; raises if it fails."""
     result = subprocess.run(
         [sys.executable, str(MANAGE), *args],
@@ -110,7 +118,9 @@ def stop(process: subprocess.Popen, sig: int = signal.SIGINT) -> int:
 
 
 @contextmanager
-def dev_server(database: Path, port: int, log: Path, settings: str | None = None) -> Iterator[str]:
+def dev_server(
+    database: Path | str, port: int, log: Path, settings: str | None = None
+) -> Iterator[str]:
     """``manage.py runserver --noreload 127.0.0.1:port`` on ``database`` (with the settings
     module ``settings``, else the project's); yields its base URL once it answers and
     stops it (SIGINT) on exit. Output goes to ``log``."""

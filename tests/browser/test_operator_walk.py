@@ -53,7 +53,13 @@ def shoot(page, directory: Path, name: str) -> Path:
 
 
 def test_what_failed_why_and_run_it_again(page, failed_site, output_directory) -> None:
-    base = failed_site.base
+    walk(page, failed_site, output_directory, "walk")
+
+
+def walk(page, site: Site, output_directory: Path, prefix: str) -> None:
+    """The operator's walk on ``site`` (seeded, its own), its pictures named
+    ``<prefix>-<n>-...``; also run on MariaDB (``test_mariadb_walk.py``)."""
+    base = site.base
     log_in(page, base)
     page.goto(f"{base}{DASHBOARD}")
 
@@ -63,7 +69,7 @@ def test_what_failed_why_and_run_it_again(page, failed_site, output_directory) -
     assert group.locator("td.later-failure-count").inner_text() == str(SEEDED_FAILED)
     traceback = page.locator("tr.later-failure-traceback pre").first.text_content()
     assert "fails on purpose, without retries" in traceback
-    shoot(page, output_directory, "walk-1-failures")
+    shoot(page, output_directory, f"{prefix}-1-failures")
 
     group.locator("a.later-failed-list").click()
     page.wait_for_url(f"{base}{DASHBOARD}jobs/failed/?*")
@@ -72,7 +78,7 @@ def test_what_failed_why_and_run_it_again(page, failed_site, output_directory) -
     assert all(TASK in text for text in listed.all_inner_texts())
     assert page.input_value("input[name=task]") == TASK
     assert page.input_value("input[name=error]") == ERROR
-    shoot(page, output_directory, "walk-2-failed-list")
+    shoot(page, output_directory, f"{prefix}-2-failed-list")
 
     page.check("input[name=scope][value=matching]")
     page.select_option("select[name=action]", "retry")
@@ -83,7 +89,7 @@ def test_what_failed_why_and_run_it_again(page, failed_site, output_directory) -
     jobs_in_words = facts.locator("tr", has_text="Jobs").first.locator("td").inner_text()
     assert (found_now, would_change) == (str(SEEDED_FAILED), str(SEEDED_FAILED))
     assert TASK in jobs_in_words and ERROR in jobs_in_words
-    shoot(page, output_directory, "walk-3-confirmation")
+    shoot(page, output_directory, f"{prefix}-3-confirmation")
     page.click("button:has-text('Yes, retry')")
     assert page.locator("ul.messagelist li.success").count() == 1
 
@@ -92,28 +98,32 @@ def test_what_failed_why_and_run_it_again(page, failed_site, output_directory) -
     loads: list[str] = []
     page.on("load", lambda loaded: loads.append(loaded.url))
     failed_before, enqueued_before = page.inner_text(FAILED_COUNT), page.inner_text(ENQUEUED_COUNT)
-    manage(failed_site.database, "later_worker", "--burst", "--concurrency", "4")
+    manage(site.database, "later_worker", "--burst", "--concurrency", "4")
     wait_for_text(page, FAILED_COUNT, str(SEEDED_FAILED), CHANGE_SHOWS_MS)
-    shoot(page, output_directory, "walk-4-dashboard-after")
+    shoot(page, output_directory, f"{prefix}-4-dashboard-after")
 
     assert failed_before == "0"
     assert int(enqueued_before) >= SEEDED_FAILED  # the seed's own queued jobs besides
     assert page.evaluate("window.laterMarker") == "loaded once" and loads == []
 
 
+#: Every page of the dashboard (besides a job's), by the name of its pictures.
+PAGES = {
+    "dashboard": DASHBOARD,
+    "queues": f"{DASHBOARD}queues/",
+    "workers": f"{DASHBOARD}workers/",
+    "recurring": f"{DASHBOARD}recurring/",
+    "tasks": f"{DASHBOARD}tasks/?range=day",
+    "task": f"{DASHBOARD}tasks/{TASK}/?range=day",
+    "failures": f"{DASHBOARD}failures/?range=day",
+    "failed-list": f"{DASHBOARD}jobs/failed/",
+    "bulk-confirmation": f"{DASHBOARD}jobs/failed/bulk/?action=retry&scope=matching",
+}
+
+
 def test_every_page_photographed_at_both_widths(browser, seeded_site, output_directory) -> None:
     base = seeded_site.base
-    pages = {
-        "dashboard": DASHBOARD,
-        "queues": f"{DASHBOARD}queues/",
-        "workers": f"{DASHBOARD}workers/",
-        "recurring": f"{DASHBOARD}recurring/",
-        "tasks": f"{DASHBOARD}tasks/?range=day",
-        "task": f"{DASHBOARD}tasks/{TASK}/?range=day",
-        "failures": f"{DASHBOARD}failures/?range=day",
-        "failed-list": f"{DASHBOARD}jobs/failed/",
-        "bulk-confirmation": f"{DASHBOARD}jobs/failed/bulk/?action=retry&scope=matching",
-    }
+    pages = PAGES
     taken = []
     for width in (1280, 375):
         context = browser.new_context(viewport={"width": width, "height": 900})

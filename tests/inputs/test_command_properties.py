@@ -1,7 +1,8 @@
 """Property tests of the commands' options (issue 38, item 4): for any value of any
 option, ``later_worker``, ``later_jobs``, ``later_status`` and ``later_maintenance``
 either work or refuse with a ``CommandError`` naming the option, never another
-exception, and answer alike on SQLite and PostgreSQL (each example runs on both).
+exception, and answer alike on SQLite and PostgreSQL (in the MariaDB lane: MariaDB;
+tests/inputs/conftest.py), each example running on both.
 
 In process (``call_command``, the option given as ``--option=value`` so a value that
 starts with ``-`` stays a value): ``later_worker`` with ``--burst`` and
@@ -23,10 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from later_django.engine import metrics
+from tests.inputs.conftest import COMPARED, REFERENCE, compared_with_sqlite
 
-pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+pytestmark = [pytest.mark.django_db(transaction=True, databases="__all__"), compared_with_sqlite]
 
-ALIASES = ("default", "postgres")
+#: The two databases each example runs on (``COMPARED`` is the alias of its name).
+ALIASES = (REFERENCE, COMPARED)
 #: What each command runs with, so that an accepted value ends and changes no job.
 FIXED = {
     "later_worker": ["--burst"],
@@ -142,8 +145,8 @@ def outcome(command: str, option: str, value: str) -> tuple[str, str]:
 
 
 @pytest.fixture
-def both(postgres_alias: str) -> Iterator[None]:
-    """Both databases reachable (skipped when PostgreSQL is not); the engine's
+def both(reference: str, compared: str) -> Iterator[None]:
+    """Both databases reachable (skipped when the compared one is not); the engine's
     in-memory figures of the examples dropped at the end."""
     yield
     metrics.accumulator.take()

@@ -1,7 +1,8 @@
 """Property tests of the dashboard's inputs (issue 38, item 4): for any value of any URL
 parameter, path segment or POST action field, the answer is a 2xx, 3xx or 4xx (the
 test client raises a view's exception: a 500 fails the test), a refusal (4xx)
-changes nothing, and SQLite and PostgreSQL give the same status.
+changes nothing, and SQLite and PostgreSQL (in the MariaDB lane: MariaDB) give the
+same status (tests/inputs/conftest.py).
 
 Each example sends the same request to both databases in turn (``LATER["DATABASE"]``
 switched), so the comparison is direct. The examples are bounded
@@ -24,8 +25,9 @@ from later_django.engine import metrics
 from later_django.storage.stores import stores_for
 from tests.admin.conftest import _user
 from tests.admin.support import Seeded, seed_jobs
+from tests.inputs.conftest import compared_with_sqlite
 
-pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+pytestmark = [pytest.mark.django_db(transaction=True, databases="__all__"), compared_with_sqlite]
 
 PREFIX = "/admin/later_django"
 #: Examples per property (each one sends a request to each database).
@@ -142,16 +144,16 @@ def state(alias: str) -> tuple[object, ...]:
 
 
 @pytest.fixture
-def both(sqlite_alias: str, postgres_alias: str) -> Iterator[Both]:
+def both(reference: str, compared: str) -> Iterator[Both]:
     seeded = {}
-    for alias in (sqlite_alias, postgres_alias):
+    for alias in (reference, compared):
         metrics.accumulator.take()
         with on(alias):
             seeded[alias] = seed_jobs()
             metrics.accumulator.take()
     client = Client()
     client.force_login(_user("manager", staff=True, manage=True))
-    yield Both((sqlite_alias, postgres_alias), seeded, client)
+    yield Both((reference, compared), seeded, client)
     metrics.accumulator.take()
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.scratch_databases import mariadb_scratch_database
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 SUPPORTED_CLASSIFIERS = {
     "Framework :: Django",
@@ -165,17 +167,25 @@ print(json.dumps([later_django.__file__, str(result.status), result.return_value
 @pytest.fixture
 def wheel_database(db_alias: str, tmp_path: Path):  # type: ignore[no-untyped-def]
     """Connection settings of an empty database for the wheel's project: a new SQLite
-    file, or a new PostgreSQL database on the test server (dropped afterwards)."""
+    file, or a new PostgreSQL or MariaDB database on the test server (dropped
+    afterwards)."""
     from django.conf import settings
 
     if db_alias == "default":
         yield {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "wheel.sqlite3")}
         return
+    config = settings.DATABASES[db_alias]
+    keys = ("ENGINE", "HOST", "PORT", "USER", "PASSWORD")
+    if config["ENGINE"] == "django.db.backends.mysql":
+        import dj_database_url
+
+        with mariadb_scratch_database("wheel") as url:
+            parsed = dj_database_url.parse(url)
+            yield {key: parsed[key] for key in (*keys, "NAME", "OPTIONS")}
+        return
     import psycopg
 
-    config = settings.DATABASES[db_alias]
     name = f"{config['TEST']['NAME']}_wheel"
-    keys = ("ENGINE", "HOST", "PORT", "USER", "PASSWORD")
     database = {key: config[key] for key in keys} | {"NAME": name}
     with psycopg.connect(
         host=config["HOST"] or None,
