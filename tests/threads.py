@@ -33,3 +33,21 @@ def at_once[T](call: Callable[[int], T], threads: int, timeout: float = 60.0) ->
     assert not errors, errors
     assert len(results) == threads, f"{threads - len(results)} thread(s) did not finish"
     return results
+
+
+def in_thread(alias: str, call: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    """Starts ``call`` on a thread of its own (its own connection to ``alias``, closed
+    at the end); the list gets its result or its error once the thread ends."""
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as error:
+            outcome.append(error)
+        finally:
+            connections[alias].close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome

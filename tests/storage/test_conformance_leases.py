@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from later_django.storage.leases import Lease, LeaseStore
 from later_django.storage.queries.leases import PASS_LEASES
 from later_django.storage.stores import stores_for
 from tests.storage import three_databases
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 #: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
@@ -310,10 +310,10 @@ def test_a_lease_call_does_not_wait_on_another_slot_held_in_an_open_transaction(
             return mine.release(scope, a, [first], now_ms=T + 10)
         return mine.release(scope, a, None, now_ms=T + 10)
 
-    holder, held_outcome = _in_thread(db_alias, hold_second)
+    holder, held_outcome = in_thread(db_alias, hold_second)
     try:
         assert took.wait(10)
-        caller, outcome = _in_thread(db_alias, call_first)
+        caller, outcome = in_thread(db_alias, call_first)
         caller.join(10)
         expected = {"take": {first: 1}, "renew": {first}, "release": None, "release_all": None}
         assert outcome == [expected[call]]
@@ -351,10 +351,10 @@ def test_hold_does_not_wait_on_another_owners_slot_held_in_an_open_transaction(
         mine = stores_for(db_alias).log.leases
         return mine.hold(SCOPE, "a", [0], until_ms=T + 100, now_ms=T)
 
-    holder, held_outcome = _in_thread(db_alias, hold_one)
+    holder, held_outcome = in_thread(db_alias, hold_one)
     try:
         assert took.wait(10)
-        caller, outcome = _in_thread(db_alias, hold_zero)
+        caller, outcome = in_thread(db_alias, hold_zero)
         caller.join(10)
         assert outcome == [{0: 1}]
     finally:
@@ -362,21 +362,3 @@ def test_hold_does_not_wait_on_another_owners_slot_held_in_an_open_transaction(
         holder.join(10)
     assert held_outcome == [None]
     assert state(db_alias) == {0: ("a", T + 100, 1), 1: ("b", T + 100, 1), 2: (None, 0, 0)}
-
-
-def _in_thread(db_alias: str, body: Callable[[], object]) -> tuple[threading.Thread, list]:
-    """Runs ``body`` on a thread of its own (its own connection, closed at the end);
-    the list gets its result or its error."""
-    outcome: list = []
-
-    def run() -> None:
-        try:
-            outcome.append(body())
-        except BaseException as error:
-            outcome.append(error)
-        finally:
-            connections[db_alias].close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, outcome

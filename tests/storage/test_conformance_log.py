@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 from django.db import connections, transaction
@@ -14,6 +13,7 @@ from django.db import connections, transaction
 from later_django.storage.leases import Lease
 from later_django.storage.stores import stores_for
 from tests.storage import three_databases
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 #: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
@@ -254,24 +254,6 @@ def test_offset_commit_without_a_lease_or_offset_row_returns_false(db_alias: str
 # --- the commit's fence against a concurrent takeover (two connections) ---
 
 
-def _in_thread(db_alias: str, body: Callable[[], object]) -> tuple[threading.Thread, list]:
-    """Runs ``body`` on a thread of its own (its own connection); the list gets its
-    result or its error."""
-    outcome: list = []
-
-    def run() -> None:
-        try:
-            outcome.append(body())
-        except BaseException as error:
-            outcome.append(error)
-        finally:
-            connections[db_alias].close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, outcome
-
-
 def test_a_stale_epochs_commit_waits_for_the_takeover_in_flight_and_is_refused(
     db_alias: str,
 ) -> None:
@@ -295,7 +277,7 @@ def test_a_stale_epochs_commit_waits_for_the_takeover_in_flight_and_is_refused(
             time.sleep(0.5)
         return held
 
-    thread, outcome = _in_thread(db_alias, take_over)
+    thread, outcome = in_thread(db_alias, take_over)
     assert took.wait(10)
     started = time.monotonic()
     assert log.offset_commit(NS, "g", TOPIC, 0, "m1", 1, 9, T + 201) is False
@@ -321,7 +303,7 @@ def test_a_takeover_waits_for_the_holders_commit_in_flight(db_alias: str) -> Non
     assert log.leases.hold(scope, "m1", [0], until_ms=T + 100, now_ms=T) == {0: 1}
     with transaction.atomic(using=db_alias):
         assert log.offset_commit(NS, "g", TOPIC, 0, "m1", 1, 5, T + 99) is True
-        thread, outcome = _in_thread(
+        thread, outcome = in_thread(
             db_alias,
             lambda: stores_for(db_alias).log.leases.hold(
                 scope, "m2", [0], until_ms=T + 900, now_ms=T + 200
@@ -365,10 +347,10 @@ def test_members_purge_does_not_wait_on_a_live_members_heartbeat_in_flight(
                 cursor.execute("SET lock_timeout = '1s'")
         return stores_for(db_alias).log.members_purge(NS, "g", TOPIC, T + 200)
 
-    thread, outcome = _in_thread(db_alias, heartbeat)
+    thread, outcome = in_thread(db_alias, heartbeat)
     try:
         assert beating.wait(10)
-        purging, purged = _in_thread(db_alias, purge)
+        purging, purged = in_thread(db_alias, purge)
         purging.join(10)
         assert purged == [1]
     finally:
@@ -461,10 +443,10 @@ def test_retention_of_a_partition_does_not_wait_for_an_append_in_flight(
             return mine.compact(NS, TOPIC, 0)
         return mine.cleanup(NS, TOPIC, 0, T + 1, 0)
 
-    appender, appended_outcome = _in_thread(db_alias, append_more)
+    appender, appended_outcome = in_thread(db_alias, append_more)
     try:
         assert appended.wait(10)
-        retainer, outcome = _in_thread(db_alias, retain)
+        retainer, outcome = in_thread(db_alias, retain)
         retainer.join(10)
         # Compaction sees the committed records only: 3 superseded by offset 3.
         assert outcome == [3 if call == "compact" else 4]
@@ -503,9 +485,9 @@ def test_retention_beside_an_append_in_flight_leaves_the_new_records_alone(
             return mine.compact(NS, TOPIC, 0)
         return mine.cleanup(NS, TOPIC, 0, T + 1, 0)
 
-    appender, appended_outcome = _in_thread(db_alias, append_more)
+    appender, appended_outcome = in_thread(db_alias, append_more)
     assert appended.wait(10)
-    retainer, outcome = _in_thread(db_alias, retain)
+    retainer, outcome = in_thread(db_alias, retain)
     retainer.join(10)
     appender.join(10)
     assert appended_outcome == [[4, 5]]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 from django.db import connections, transaction
@@ -19,6 +18,7 @@ from later_django.storage.partitions import Fenced, HeadClaim, PartitionEntry
 from later_django.storage.stores import driver_for, stores_for
 from later_django.storage.types import RangeAdd, RangeRemove
 from tests.storage import three_databases
+from tests.threads import in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 #: Keeps the ``mariadb`` alias in "__all__" (tests/conftest.py).
@@ -288,23 +288,6 @@ def register(db_alias: str, namespace: str, topic: str, partitions: int) -> None
             "VALUES (%s, %s, %s, 0)",
             [namespace, topic, partitions],
         )
-
-
-def in_thread(db_alias: str, call: Callable[[], object]) -> tuple[threading.Thread, list]:
-    """Runs ``call`` on its own connection; the list gets its result or its error."""
-    outcome: list = []
-
-    def run() -> None:
-        try:
-            outcome.append(call())
-        except BaseException as error:
-            outcome.append(error)
-        finally:
-            connections[db_alias].close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, outcome
 
 
 def test_concurrent_allocations_of_a_partition_get_disjoint_consecutive_ranges(
