@@ -4,8 +4,9 @@ Procrastinate on the same kind of database.
 
 Every scenario of every run gets its own throw-away database, migrated with
 Django's ``migrate``: a SQLite file in a temporary directory (WAL,
-``transaction_mode="IMMEDIATE"``, ``synchronous=NORMAL``, 20 s timeout) or a
-PostgreSQL database created and dropped for it. The Django project is
+``transaction_mode="IMMEDIATE"``, ``synchronous=NORMAL``, 20 s timeout), a
+PostgreSQL database or a MariaDB/MySQL one (``--db mariadb``: ``utf8mb4``, READ
+COMMITTED) created and dropped for it. The Django project is
 ``bench/bench_project`` (settings read ``BENCH_SYSTEM`` and ``BENCH_DATABASE_URL``;
 tasks ``noop`` and ``stamp``: ``tasks.py`` for later_django and django-tasks-db,
 ``procrastinate_tasks.py`` for Procrastinate). Each scenario runs in a driver
@@ -145,6 +146,13 @@ stderr at the end.
     .venv/bin/python bench/bench.py --db sqlite
     .venv/bin/python bench/bench.py --db postgres --compare --runs 3 --table
     .venv/bin/python bench/bench.py --db postgres --scenarios drain,rss --concurrency 32
+
+MariaDB/MySQL: ``--mariadb-url`` (default ``mysql://root@127.0.0.1:3306/bench_later``),
+dropped and created (``CHARACTER SET utf8mb4``) for every scenario run and dropped at
+the end; the bare INSERT+COMMIT through MySQLdb; Procrastinate's figures are "skipped"
+lines (it has no MySQL connector); ``bloat`` and the backlog scenarios refuse it.
+``--worker-poll-interval S`` sets later_django's ``LATER["WORKER_POLL_INTERVAL"]`` for
+its workers (an idle worker on MySQL polls; default 0.05 s).
 
 PostgreSQL: ``--postgres-url`` (default ``postgres://root@127.0.0.1:5432/bench_later``);
 that database is dropped and created for every scenario run and dropped at the end
