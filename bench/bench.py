@@ -4,8 +4,9 @@ Procrastinate on the same kind of database.
 
 Every scenario of every run gets its own throw-away database, migrated with
 Django's ``migrate``: a SQLite file in a temporary directory (WAL,
-``transaction_mode="IMMEDIATE"``, ``synchronous=NORMAL``, 20 s timeout) or a
-PostgreSQL database created and dropped for it. The Django project is
+``transaction_mode="IMMEDIATE"``, ``synchronous=NORMAL``, 20 s timeout), a
+PostgreSQL database or a MariaDB/MySQL one (``--db mariadb``: ``utf8mb4``, READ
+COMMITTED) created and dropped for it. The Django project is
 ``bench/bench_project`` (settings read ``BENCH_SYSTEM`` and ``BENCH_DATABASE_URL``;
 tasks ``noop`` and ``stamp``: ``tasks.py`` for later_django and django-tasks-db,
 ``procrastinate_tasks.py`` for Procrastinate). Each scenario runs in a driver
@@ -146,6 +147,13 @@ stderr at the end.
     .venv/bin/python bench/bench.py --db postgres --compare --runs 3 --table
     .venv/bin/python bench/bench.py --db postgres --scenarios drain,rss --concurrency 32
 
+MariaDB/MySQL: ``--mariadb-url`` (default ``mysql://root@127.0.0.1:3306/bench_later``),
+dropped and created (``CHARACTER SET utf8mb4``) for every scenario run and dropped at
+the end; the bare INSERT+COMMIT through MySQLdb; Procrastinate's figures are "skipped"
+lines (it has no MySQL connector); ``bloat`` and the backlog scenarios refuse it.
+``--worker-poll-interval S`` sets later_django's ``LATER["WORKER_POLL_INTERVAL"]`` for
+its workers (an idle worker on MySQL polls; default 0.05 s).
+
 PostgreSQL: ``--postgres-url`` (default ``postgres://root@127.0.0.1:5432/bench_later``);
 that database is dropped and created for every scenario run and dropped at the end
 (the backlog templates: ``<name>_backlog_<kind>``, dropped at the end too).
@@ -184,8 +192,11 @@ DTDB = "django-tasks-db"
 PROC = "procrastinate"
 #: The peers of ``--compare``, in the order they run (after later_django) and print.
 PEERS = (DTDB, PROC)
-#: Peers that run on PostgreSQL only: on SQLite each of their figures is a "skipped" line.
-POSTGRES_ONLY = {PROC: "Procrastinate has no SQLite connector: it runs on PostgreSQL only"}
+#: Peers that run on PostgreSQL only: on SQLite and MariaDB each of their figures is a
+#: "skipped" line ("{database}" is filled in).
+POSTGRES_ONLY = {PROC: "Procrastinate has no {database} connector: it runs on PostgreSQL only"}
+#: The database each ``--db`` names, as the figures and messages say it.
+DATABASE_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mariadb": "MySQL/MariaDB"}
 SCENARIOS = [
     "enqueue",
     "enqueue_in_tx",
@@ -205,6 +216,15 @@ SCENARIOS = [
 #: Opt-in scenarios (not in the default list): ``bloat`` takes a throwaway PostgreSQL
 #: cluster and ``--bloat-minutes`` (10) of steady load (``bench/bloat.py``).
 OPT_IN_SCENARIOS = ["bloat", *backlog.SCENARIOS]
+#: Scenarios that ``--db mariadb`` refuses, and why.
+POSTGRES_OR_SQLITE_ONLY = {
+    "bloat": "it measures PostgreSQL's dead tuples in a throwaway PostgreSQL cluster "
+    "(on MariaDB: bench/innodb_history.py)",
+    **{
+        name: "its backlog template is a PostgreSQL template database or a SQLite file copy"
+        for name in backlog.SCENARIOS
+    },
+}
 #: Scenarios of later_django features the peers lack: never run for them (no ratio).
 LATER_ONLY = {
     "log_append",
@@ -225,6 +245,8 @@ DRAIN_FIGURES = ("drain", "cpu_per_job", "machine_cpu_per_job", "rss")
 #: ``--drain-jobs`` when not given: the same count for every system.
 DRAIN_JOBS_COMPARE, DRAIN_JOBS_ALONE = 5_000, 20_000
 BARE_TABLE, BARE_PAYLOAD_BYTES, BARE_ROUNDS = "bench_bare_insert", 100, 10
+#: The driver of the bare INSERT+COMMIT beside ``enqueue``, per ``--db``.
+BARE_DRIVERS = {"sqlite": "sqlite3", "postgres": "psycopg", "mariadb": "MySQLdb"}
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: Figures in ms that are fractions of a millisecond: three decimals.
 EXACT_MS = {"bare_insert_commit", "cpu_per_job", "machine_cpu_per_job"}
@@ -574,6 +596,29 @@ def bare_inserts():  # type: ignore[no-untyped-def]
         finally:
             lite.close()
         return
+    if connection.vendor == "mysql":
+        import MySQLdb
+
+        # Django's parameters (READ COMMITTED, utf8mb4); autocommit off, as in atomic().
+        my = MySQLdb.connect(**connection.get_connection_params())
+        try:
+            cursor = my.cursor()
+            cursor.execute(
+                f"CREATE TABLE {BARE_TABLE} (id bigint AUTO_INCREMENT PRIMARY KEY, payload blob)"
+            )
+
+            def insert_my(count: int) -> float:
+                started = time.perf_counter()
+                for _ in range(count):
+                    cursor.execute(f"INSERT INTO {BARE_TABLE} (payload) VALUES (%s)", (payload,))
+                    my.commit()
+                return time.perf_counter() - started
+
+            yield insert_my
+            cursor.execute(f"DROP TABLE {BARE_TABLE}")
+        finally:
+            my.close()
+        return
     import psycopg
 
     with psycopg.connect(**connection.get_connection_params()) as pg:
@@ -815,6 +860,7 @@ def run_latency(system: str, options: argparse.Namespace, log_dir: Path) -> dict
     try:
         wait_until_ready(system, workers)
         sent: list[tuple[Any, float]] = []
+        committed_ms: list[float] = []  # enqueue time -> its commit returned
         started = time.perf_counter()
         for n in range(jobs):
             pause = started + n / rate - time.perf_counter()
@@ -823,12 +869,14 @@ def run_latency(system: str, options: argparse.Namespace, log_dir: Path) -> dict
             enqueued_at = time.time()
             with transaction.atomic():
                 result = enqueue_one(system, stamp, enqueued_at)
+            committed_ms.append((time.time() - enqueued_at) * 1000)
             sent.append((result if system == PROC else result.id, enqueued_at))
         send_s = time.perf_counter() - started
         _, _, failed = wait_finished(system, jobs, timeout=60)
     finally:
         problems = stop_workers(workers)
     latencies_ms = []
+    to_started_ms = []  # enqueue time -> the result's started_at (the system's own clock)
     if system == PROC:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT job_id, started_at FROM {STAMP_TABLE}")
@@ -843,10 +891,17 @@ def run_latency(system: str, options: argparse.Namespace, log_dir: Path) -> dict
             result = stamp.get_result(result_id)
             if result.status == TaskResultStatus.SUCCESSFUL:
                 latencies_ms.append((result.return_value - enqueued_at) * 1000)
+                if result.started_at is not None:
+                    to_started_ms.append((result.started_at.timestamp() - enqueued_at) * 1000)
     if len(latencies_ms) < 2:
         raise SystemExit(f"{system}: only {len(latencies_ms)} of {jobs} latency jobs succeeded")
     cuts = statistics.quantiles(latencies_ms, n=100, method="inclusive")
     return {
+        # Where the time goes (medians, ms): the enqueue's commit, and the result's
+        # started_at (later_django: written when its worker plans the start, before the
+        # start's commit; django-tasks-db: its claim) from the enqueue time.
+        "commit_p50": statistics.median(committed_ms),
+        "to_started_at_p50": statistics.median(to_started_ms) if to_started_ms else None,
         "p50": cuts[49],
         "p95": cuts[94],
         "p99": cuts[98],
@@ -960,6 +1015,24 @@ def postgres_admin(url: str):  # type: ignore[no-untyped-def]
     return admin_connection(database), database["NAME"]
 
 
+def mariadb_admin(url: str):  # type: ignore[no-untyped-def]
+    """An autocommit MySQLdb connection to the server of ``url`` (no database chosen),
+    to create and drop the bench's database; and that database's name."""
+    import dj_database_url
+    import MySQLdb
+
+    database = dj_database_url.parse(url)
+    admin = MySQLdb.connect(
+        host=database.get("HOST") or "127.0.0.1",
+        port=int(database.get("PORT") or 3306),
+        user=database.get("USER") or "root",
+        password=database.get("PASSWORD") or "",
+        charset="utf8mb4",
+    )
+    admin.autocommit(True)
+    return admin, database["NAME"]
+
+
 @contextlib.contextmanager
 def fresh_database(db: str, options: argparse.Namespace, directory: Path, label: str):  # type: ignore[no-untyped-def]
     """Yields the URL of an empty database, dropped (or deleted) afterwards."""
@@ -970,6 +1043,19 @@ def fresh_database(db: str, options: argparse.Namespace, directory: Path, label:
         finally:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return
+    if db == "mariadb":
+        admin, name = mariadb_admin(options.mariadb_url)
+        quoted = "`" + name.replace("`", "``") + "`"
+        try:
+            admin.query(f"DROP DATABASE IF EXISTS {quoted}")
+            admin.query(f"CREATE DATABASE {quoted} CHARACTER SET utf8mb4")
+            try:
+                yield options.mariadb_url
+            finally:
+                admin.query(f"DROP DATABASE IF EXISTS {quoted}")
+        finally:
+            admin.close()
         return
     admin, name = postgres_admin(options.postgres_url)
     quoted = '"' + name.replace('"', '""') + '"'
@@ -989,6 +1075,8 @@ def run_scenario(
     extra_env = {}
     if scenario == "partition_drain":
         extra_env["BENCH_TOPICS"] = json.dumps({PARTITION_TOPIC: {"partitions": PARTITION_COUNT}})
+    if options.worker_poll_interval is not None:
+        extra_env["BENCH_WORKER_POLL_INTERVAL"] = str(options.worker_poll_interval)
     if scenario == "drain_limited":
         extra_env["BENCH_QUEUE_LIMITS"] = json.dumps(
             {"default": {"concurrency": LIMITED_CONCURRENCY}}
@@ -1107,6 +1195,8 @@ def figures(
             with_workers.add(scenario)
     if system == LATER and scenario in with_workers:
         base["workers"] = f"later_worker --processes 2 --concurrency {options.concurrency}"
+        if options.db == "mariadb":  # no notifications: the idle worker polls
+            base["worker_poll_interval"] = options.worker_poll_interval or "default (0.05)"
         if options.metrics_port is not None:
             base["workers"] += f" --metrics-port {options.metrics_port}"
     elif system == DTDB and scenario in with_workers:
@@ -1166,7 +1256,7 @@ def figures(
                 **line(
                     scenario, "bare_insert_commit_ms", "ms", False, inserts=options.bare_inserts
                 ),
-                "system": f"bare {'sqlite3' if options.db == 'sqlite' else 'psycopg'}",
+                "system": "bare " + BARE_DRIVERS[options.db],
                 "measured": f"INSERT of one {BARE_PAYLOAD_BYTES}-byte row + COMMIT, no "
                 "framework, same database and driver, in later_django's enqueue run",
             }
@@ -1315,6 +1405,12 @@ def figures(
             jobs=results[0]["jobs"],
             rate_per_s=options.latency_rate,
             completed=[result["completed"] for result in results],
+            commit_p50_ms=[round(result.get("commit_p50") or 0, 2) for result in results],
+            to_started_at_p50_ms=[
+                None if result.get("to_started_at_p50") is None else round(value, 2)
+                for result in results
+                for value in [result.get("to_started_at_p50") or 0.0]
+            ],
             worker_problems=sum(len(result["worker_problems"]) for result in results),
         )
         for stat in ("p50", "p95", "p99")
@@ -1402,7 +1498,7 @@ def run_bloat_scenario(options: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--db", choices=["sqlite", "postgres", "mariadb"], default="sqlite")
     parser.add_argument(
         "--compare",
         action="store_true",
@@ -1461,6 +1557,18 @@ def main() -> None:
     )
     parser.add_argument("--postgres-url", default="postgres://root@127.0.0.1:5432/bench_later")
     parser.add_argument(
+        "--mariadb-url",
+        default="mysql://root@127.0.0.1:3306/bench_later",
+        help="--db mariadb: this database is dropped and created for every scenario run",
+    )
+    parser.add_argument(
+        "--worker-poll-interval",
+        type=float,
+        default=None,
+        help="later_django's LATER['WORKER_POLL_INTERVAL'] for its workers (seconds; "
+        "MariaDB/MySQL, where an idle worker polls); default: later_django's (0.05)",
+    )
+    parser.add_argument(
         "--table", action="store_true", help="a Markdown table of the figures on stderr at the end"
     )
     parser.add_argument("--driver", help=argparse.SUPPRESS)
@@ -1480,6 +1588,10 @@ def main() -> None:
     unknown = sorted(set(scenarios) - set(SCENARIOS) - set(OPT_IN_SCENARIOS))
     if unknown:
         parser.error(f"unknown scenarios {unknown}; known: {SCENARIOS + OPT_IN_SCENARIOS}")
+    refused = [name for name in scenarios if name in POSTGRES_OR_SQLITE_ONLY]
+    if options.db == "mariadb" and refused:
+        why = "; ".join(f"{name}: {POSTGRES_OR_SQLITE_ONLY[name]}" for name in refused)
+        parser.error(f"{refused} cannot run on MariaDB ({why})")
     if "bloat" in scenarios:
         if options.db != "postgres":
             parser.error("the bloat scenario measures PostgreSQL's dead tuples: use --db postgres")
@@ -1493,7 +1605,7 @@ def main() -> None:
     if options.compare:
         for peer in PEERS:
             if peer in POSTGRES_ONLY and options.db != "postgres":
-                skipped[peer] = POSTGRES_ONLY[peer]
+                skipped[peer] = POSTGRES_ONLY[peer].format(database=DATABASE_NAMES[options.db])
                 versions[peer] = installed_version(peer)
                 continue
             versions[peer] = ensure_package(peer)

@@ -3,6 +3,7 @@ the demo (bin/demo, its page, its commands) works."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -10,8 +11,11 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
+import pytest
 from django.apps import apps
 
 from tests.browser.example_site import (
@@ -321,3 +325,86 @@ def test_the_demo_report_runs_long_and_stops_when_cancelled_on_a_real_worker(
     assert final == ("FAILED", "later_django.exceptions.JobCancelled")
     assert stopped_after < 30, "stopped by the cancel, not by running out of steps"
     assert worker_exit == 0, log.read_text()
+
+
+# --- MariaDB/MySQL (issue 36): DATABASE_URL=mysql://... end to end ---
+
+ENQUEUE_GREETING = """
+from demo import tasks
+print(tasks.greet.enqueue("mariadb").id)
+"""
+
+MARIADB_PAGES = """
+import json
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from later_django.compat.tasks import default_task_backend
+job_id = {job_id!r}
+with connection.cursor() as cursor:
+    cursor.execute("SELECT @@tx_isolation, @@character_set_connection")
+    session = list(cursor.fetchone())
+client = Client(HTTP_HOST="127.0.0.1")
+client.force_login(User.objects.create_superuser("admin", "admin@example.com", "not-used"))
+pages = [
+    "/", "/admin/", "/admin/later_django/", "/admin/later_django/jobs/success/",
+    f"/admin/later_django/job/{{job_id}}/", "/admin/later_django/queues/",
+    "/admin/later_django/workers/", "/admin/later_django/tasks/",
+]
+codes = {{page: client.get(page).status_code for page in pages}}
+result = default_task_backend.get_result(job_id)
+print(json.dumps([connection.vendor, session, result.status.name, result.return_value, codes]))
+"""
+
+
+@contextlib.contextmanager
+def mariadb_scratch_database(suffix: str) -> Iterator[str]:
+    """An empty MariaDB database ``<this run's MariaDB test database>_<suffix>``, made
+    for the block and dropped after it (one a killed run left behind first)."""
+    import MySQLdb
+    from django.conf import settings
+
+    config = settings.DATABASES["mariadb"]
+    name = f"{config['TEST']['NAME']}_{suffix}"
+    server = urlsplit(settings.MARIADB_URL)
+    admin = MySQLdb.connect(
+        host=config["HOST"] or "127.0.0.1",
+        port=int(config["PORT"] or 3306),
+        user=config["USER"] or "root",
+        password=config["PASSWORD"] or "",
+    )
+    try:
+        admin.query(f"DROP DATABASE IF EXISTS `{name}`")
+        admin.query(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        try:
+            yield urlunsplit(server._replace(path=f"/{name}"))
+        finally:
+            admin.query(f"DROP DATABASE IF EXISTS `{name}`")
+    finally:
+        admin.close()
+
+
+def test_the_example_project_runs_a_job_and_its_admin_on_mariadb(
+    request: pytest.FixtureRequest,
+) -> None:
+    """``DATABASE_URL=mysql://...``: the settings give READ COMMITTED and utf8mb4, it
+    migrates, a job enqueued runs on ``later_worker --burst``, the admin pages load."""
+    from django.conf import settings
+
+    request.node.user_properties.append(("later_database", "mariadb"))  # the summary's count
+    if "mariadb" not in settings.DATABASES:
+        pytest.skip(f"MariaDB unreachable: {settings.MARIADB_PROBLEM}")
+    with mariadb_scratch_database("example") as url:
+        migrated = manage("migrate", "--verbosity", "0", database_url=url)
+        assert migrated.returncode == 0, migrated.stderr
+        enqueued = manage("shell", "-c", ENQUEUE_GREETING, database_url=url)
+        assert enqueued.returncode == 0, enqueued.stderr
+        job_id = enqueued.stdout.strip().splitlines()[-1]
+        worked = manage("later_worker", "--burst", database_url=url)
+        shown = manage("shell", "-c", MARIADB_PAGES.format(job_id=job_id), database_url=url)
+    assert worked.returncode == 0, worked.stderr
+    assert shown.returncode == 0, shown.stderr
+    vendor, session, status, returned, codes = json.loads(shown.stdout.strip().splitlines()[-1])
+    assert [vendor, session, status] == ["mysql", ["READ-COMMITTED", "utf8mb4"], "SUCCESSFUL"]
+    assert "mariadb" in returned
+    assert codes == dict.fromkeys(codes, 200)

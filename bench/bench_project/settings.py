@@ -10,8 +10,12 @@ Read from the environment (``bench.py`` sets them for its drivers and workers):
   (``PROCRASTINATE_IMPORT_PATHS``, so its worker imports them), deferred through its
   Django connector (Django's own connection: a ``defer()`` inside
   ``transaction.atomic()`` is part of that transaction).
-* ``BENCH_DATABASE_URL``: ``sqlite:////abs/path.sqlite3`` or
-  ``postgres://root@127.0.0.1:5432/bench_later`` (dj-database-url form).
+* ``BENCH_DATABASE_URL``: ``sqlite:////abs/path.sqlite3``,
+  ``postgres://root@127.0.0.1:5432/bench_later`` or
+  ``mysql://root@127.0.0.1:3306/bench_later`` (dj-database-url form).
+* ``BENCH_WORKER_POLL_INTERVAL`` (optional, seconds): ``LATER["WORKER_POLL_INTERVAL"]``,
+  how often an idle later_django worker looks at the queue where the database has no
+  notifications (MariaDB/MySQL); unset, later_django's default.
 * ``BENCH_TOPICS``, ``BENCH_QUEUE_LIMITS``, ``BENCH_RETENTION`` (optional, JSON):
   ``LATER["TOPICS"]`` for ``partition_drain``, ``LATER["QUEUE_LIMITS"]`` for
   ``drain_limited``, ``LATER["RETENTION"]`` for ``bloat.py`` (finished records
@@ -25,7 +29,9 @@ PostgreSQL connections prepare a statement on the server at its fifth run
 (``OPTIONS["prepare_threshold"] = 5``, what docs/operations.md recommends for a
 direct connection), for every system alike. SQLite gets the options later_django
 recommends and its tests use (WAL, ``transaction_mode="IMMEDIATE"``,
-``synchronous=NORMAL``, a 20 s busy timeout).
+``synchronous=NORMAL``, a 20 s busy timeout). MariaDB/MySQL connections run at READ
+COMMITTED with the ``utf8mb4`` character set (what later_django requires and its tests
+use; Django's defaults too, spelled out here), for every system alike.
 All systems keep their Django connections (``CONN_MAX_AGE``): django-tasks-db's worker
 calls ``close_old_connections()`` around every task, which with Django's default
 of 0 would reconnect for every task.
@@ -63,6 +69,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
     }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
+    DATABASES["default"]["OPTIONS"] = {"isolation_level": "read committed", "charset": "utf8mb4"}
+    # Django's warning that MariaDB "may not allow" a unique CharField over 255 characters
+    # (later_django's 500-character keys: 2,000 bytes in utf8mb4, within InnoDB's 3,072
+    # under its default DYNAMIC rows; the migration creates them). Printed by every
+    # command, it would count as a problem line in every worker log.
+    SILENCED_SYSTEM_CHECKS = ["mysql.W003"]
 
 if SYSTEM == "later_django":
     INSTALLED_APPS = ["later_django"]
@@ -80,6 +93,8 @@ if SYSTEM == "later_django":
         import json
 
         LATER["QUEUE_LIMITS"] = json.loads(os.environ["BENCH_QUEUE_LIMITS"])
+    if os.environ.get("BENCH_WORKER_POLL_INTERVAL"):  # MariaDB latency at another poll
+        LATER["WORKER_POLL_INTERVAL"] = float(os.environ["BENCH_WORKER_POLL_INTERVAL"])
     if os.environ.get("BENCH_RETENTION"):  # bloat: finished records kept briefly, as JSON
         import json
 

@@ -3,7 +3,9 @@
 SQLite by default (a file beside this project, WAL mode, IMMEDIATE
 transactions so several worker processes can share it). Set ``DATABASE_URL``
 (dj-database-url form) for another database, e.g.
-``postgres://root@127.0.0.1:5432/test`` or ``sqlite:////abs/path.sqlite3``.
+``postgres://root@127.0.0.1:5432/test``, ``mysql://root@127.0.0.1:3306/example``
+(MariaDB/MySQL: READ COMMITTED and utf8mb4 are set below) or
+``sqlite:////abs/path.sqlite3``.
 
 The demo app (``demo/``) serves the page at ``/``; the admin is at ``/admin/``.
 """
@@ -81,6 +83,12 @@ else:
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(SQLITE_OPTIONS)
+# MariaDB/MySQL: later_django's statements are written for READ COMMITTED (check E022
+# refuses another level) and its text columns for utf8mb4. Django's defaults today, set
+# here so that a copy of these settings keeps them whatever else it adds to OPTIONS.
+MYSQL_OPTIONS = {"isolation_level": "read committed", "charset": "utf8mb4"}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(MYSQL_OPTIONS)
 
 TASKS = {
     "default": {
