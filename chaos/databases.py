@@ -1,11 +1,13 @@
 """The database a cell runs on: a fresh SQLite WAL file, a database of its own on the
-main PostgreSQL server, or one on a throwaway cluster (:mod:`chaos.cluster`).
+main PostgreSQL or MariaDB server, or one on a throwaway cluster (:mod:`chaos.cluster`)
+or MariaDB server (:mod:`chaos.mariadb`).
 
-A :class:`Target` knows the Django settings of each role's connection
-(``application_name`` ``chaos-<role>`` on PostgreSQL, so the controller can
-terminate the workers' connections and no one else's), an admin ``psycopg``
-connection string, and how to migrate itself (``python -m django migrate``
-with :mod:`chaos.settings`).
+A :class:`Target` knows the Django settings of each role's connection, so the
+controller can end the workers' connections and no one else's: ``application_name``
+``chaos-<role>`` on PostgreSQL; on MariaDB a user of their own (``<prefix>_worker``,
+every other role ``<prefix>_app``, both granted on the cell's database only and
+dropped with it). It knows an admin connection (``psycopg`` string; MariaDB: ``root``)
+and how to migrate itself (``python -m django migrate`` with :mod:`chaos.settings`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import psycopg
 
+from chaos import mariadb
 from chaos.cluster import Cluster
 from chaos.procs import REPOSITORY
 
@@ -35,18 +38,28 @@ SQLITE_OPTIONS = {
 MAIN_SERVER = {"host": "127.0.0.1", "port": 5432, "user": "root"}
 #: The non-superuser role that owns a cluster database (so it cannot take reserved slots).
 APP_ROLE = "chaos"
+#: The main MariaDB server (``root`` without a password from 127.0.0.1).
+MARIADB_HOST, MARIADB_PORT = "127.0.0.1", 3306
+#: The options of tests/settings.py's ``mariadb`` (the configuration users are told to
+#: use: READ COMMITTED, utf8mb4), and a bound on connecting to a server that is down.
+MYSQL_OPTIONS = {"isolation_level": "read committed", "charset": "utf8mb4", "connect_timeout": 3}
 
 
 @dataclass(frozen=True)
 class Target:
     """One database under test."""
 
-    vendor: str  # "sqlite" or "postgres"
-    name: str  # SQLite: the file path; PostgreSQL: the database name
+    vendor: str  # "sqlite", "postgres" or "mysql"
+    name: str  # SQLite: the file path; otherwise the database name
     host: str = ""
     port: int = 0
-    user: str = ""
+    user: str = ""  # MySQL: the prefix of the roles' users
     admin_user: str = ""
+    password: str = ""  # MySQL: every role user's
+
+    def role_user(self, role: str) -> str:
+        """MySQL: the user of ``role``'s connections (workers have one of their own)."""
+        return f"{self.user}_{'worker' if role == 'worker' else 'app'}"
 
     def django(self, role: str) -> dict[str, Any]:
         """The ``DATABASES`` entry for a process of ``role`` (worker, enqueuer, agent)."""
@@ -55,6 +68,16 @@ class Target:
                 "ENGINE": "django.db.backends.sqlite3",
                 "NAME": self.name,
                 "OPTIONS": SQLITE_OPTIONS,
+            }
+        if self.vendor == "mysql":
+            return {
+                "ENGINE": "django.db.backends.mysql",
+                "NAME": self.name,
+                "HOST": self.host,
+                "PORT": str(self.port),
+                "USER": self.role_user(role),
+                "PASSWORD": self.password,
+                "OPTIONS": MYSQL_OPTIONS,
             }
         return {
             "ENGINE": "django.db.backends.postgresql",
@@ -129,3 +152,60 @@ def cluster_database(cluster: Cluster) -> Target:
     target = Target("postgres", "chaos", "127.0.0.1", cluster.port, APP_ROLE, "postgres")
     target.migrate()
     return target
+
+
+def mysql_target(host: str, port: int, name: str) -> Target:
+    """Creates database ``name`` and its two users on the MariaDB server at ``host:port``
+    (``root``), and migrates it; :func:`drop_mysql` removes them."""
+    prefix = f"chaos_{uuid.uuid4().hex[:8]}"
+    target = Target("mysql", name, host, port, prefix, "root", uuid.uuid4().hex)
+    statements = [f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"]
+    for role in ("worker", "app"):
+        user = f"'{target.role_user(role)}'@'127.0.0.1'"
+        statements += [
+            f"CREATE USER {user} IDENTIFIED BY '{target.password}'",
+            f"GRANT ALL PRIVILEGES ON `{name}`.* TO {user}",
+        ]
+    try:
+        mariadb.admin(host, port, *statements)
+        target.migrate()
+    except BaseException:
+        drop_mysql(target)
+        raise
+    return target
+
+
+def drop_mysql(target: Target) -> None:
+    """Drops the target's users (ending their sessions) and its database."""
+    connection = mariadb.admin_connection(target.host, target.port)
+    try:
+        with connection.cursor() as cursor:
+            for role in ("worker", "app"):
+                user = target.role_user(role)
+                cursor.execute(
+                    "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s", (user,)
+                )
+                for (session,) in cursor.fetchall():
+                    with contextlib.suppress(Exception):
+                        cursor.execute(f"KILL CONNECTION {int(session):d}")
+                cursor.execute(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'")
+            cursor.execute(f"DROP DATABASE IF EXISTS `{target.name}`")
+    finally:
+        connection.close()
+
+
+@contextlib.contextmanager
+def mariadb_main_database() -> Iterator[Target]:
+    """A database of its own on the main MariaDB server (127.0.0.1:3306), with users of
+    its own, all dropped afterwards."""
+    name = f"chaos_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    target = mysql_target(MARIADB_HOST, MARIADB_PORT, name)
+    try:
+        yield target
+    finally:
+        drop_mysql(target)
+
+
+def mariadb_server_database(server: mariadb.Server) -> Target:
+    """A migrated database with its users on a throwaway server (dropped with it)."""
+    return mysql_target(server.host, server.port, "chaos")

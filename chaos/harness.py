@@ -23,6 +23,7 @@ from chaos.counting import Faults, tally
 from chaos.databases import Target
 from chaos.figures import latencies, percentile, throughput
 from chaos.ledger import Ledger, committed_ids
+from chaos.mariadb import Server
 from chaos.procs import REGISTRY, Proc, children_of
 from chaos.report import Result
 
@@ -58,7 +59,8 @@ class Run:
     directory: Path
     profile: Profile
     seed: int
-    cluster: Cluster | None = None
+    #: the run's own server (throwaway cluster or MariaDB server), if any
+    cluster: Cluster | Server | None = None
     faults: Faults = field(default_factory=Faults)
     workers: list[Proc] = field(default_factory=list)
     #: (enqueuer, its stats file)

@@ -1,4 +1,8 @@
-"""Database outages on PostgreSQL: ``pg_restart``, ``pg_terminate``, ``max_connections``.
+"""Database outages: ``pg_restart``, ``pg_terminate``, ``max_connections`` on PostgreSQL,
+``mariadb_restart``, ``mariadb_kill`` and ``mariadb_max_connections`` (the same cells
+on MariaDB: a throwaway server stopped and started, ``KILL CONNECTION`` of the
+workers' sessions, a throwaway server's connections exhausted by the application's
+user, which has no right to the slot MariaDB keeps for an administrator).
 
 Each outage is recorded as a window ``(down, up)`` in ``run.faults`` (duplicates of
 jobs running across it are explained by it). Pass, besides the common checks:
@@ -18,9 +22,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from typing import Any
 
+import MySQLdb
 import psycopg
 
+from chaos import mariadb
 from chaos.cells.kills import supervisor
 from chaos.figures import CpuWindow, first_starts, outage_recovery
 from chaos.harness import Run
@@ -70,11 +77,14 @@ def check_recoveries(run: Run, ups: list[float]) -> None:
 
 
 def restart(run: Run, seconds: float) -> float:
-    """Stops the run's own throwaway cluster for ``seconds``, then starts it."""
-    cluster = run.cluster
-    assert cluster is not None, "pg_restart runs only on a throwaway cluster"
+    """Stops the run's own throwaway cluster (or MariaDB server) for ``seconds``, then
+    starts it."""
+    server = run.cluster
+    assert server is not None, "a restart runs only on a server of the run's own"
+    if isinstance(server, mariadb.Server):
+        return outage(run, server.stop, server.start, seconds)
     return outage(
-        run, lambda: cluster.ctl("stop", "-m", "fast"), lambda: cluster.ctl("start"), seconds
+        run, lambda: server.ctl("stop", "-m", "fast"), lambda: server.ctl("start"), seconds
     )
 
 
@@ -92,7 +102,13 @@ def pg_restart(run: Run) -> None:
 
 
 def terminate_workers(run: Run) -> int:
-    """``pg_terminate_backend`` of every connection of the workers; how many."""
+    """``pg_terminate_backend`` (MariaDB: ``KILL CONNECTION``) of every connection of
+    the workers; how many."""
+    target = run.target
+    if target.vendor == "mysql":
+        return mariadb.kill_sessions(
+            target.host, target.port, target.role_user("worker"), target.name
+        )
     with psycopg.connect(run.target.admin_dsn(), autocommit=True) as admin:
         rows = admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -135,14 +151,31 @@ def pg_terminate(run: Run) -> None:
     check_recoveries(run, moments)
 
 
-def _grab(dsn: str, held: list[psycopg.Connection], seconds: float) -> None:
+def _app_connection(run: Run) -> Callable[[], Any]:
+    """Opens one connection as the application's (non-superuser) role or user."""
+    target = run.target
+    if target.vendor == "mysql":
+        options = {
+            "host": target.host,
+            "port": target.port,
+            "user": target.role_user("app"),
+            "password": target.password,
+            "database": target.name,
+            "connect_timeout": 3,
+        }
+        return lambda: MySQLdb.connect(**options)
+    dsn = target.admin_dsn(user=target.user)
+    return lambda: psycopg.connect(dsn, autocommit=True, connect_timeout=3)
+
+
+def _grab(connect: Callable[[], Any], held: list[Any], seconds: float) -> None:
     """Opens connections into ``held`` until the server refuses for ``seconds``."""
     refused_since = None
     while True:
         try:
-            held.append(psycopg.connect(dsn, autocommit=True, connect_timeout=3))
+            held.append(connect())
             refused_since = None
-        except psycopg.OperationalError:
+        except (psycopg.OperationalError, MySQLdb.OperationalError):
             refused_since = refused_since or time.monotonic()
             if time.monotonic() - refused_since >= seconds or len(held) > 1000:
                 return
@@ -155,13 +188,13 @@ def max_connections(run: Run) -> None:
     run.enqueue(RATE, 10 + hold + 10)
     run.wait_started()
     run.sleep(4)
-    held: list[psycopg.Connection] = []
-    app_dsn = run.target.admin_dsn(user=run.target.user)
+    held: list[Any] = []
+    connect = _app_connection(run)
 
     def exhaust() -> None:
-        _grab(app_dsn, held, 0.2)
+        _grab(connect, held, 0.2)
         terminate_workers(run)
-        _grab(app_dsn, held, 2.0)
+        _grab(connect, held, 2.0)
 
     def release() -> None:
         for connection in held:

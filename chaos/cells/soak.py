@@ -1,6 +1,7 @@
 """``soak`` (profile ``soak``): ``--minutes N`` of steady load on a throwaway cluster,
 a SIGKILL of a random worker child every 20-45 s, and PostgreSQL restarted (stopped
-3 s) at about 1/3 and 2/3 of the run.
+3 s) at about 1/3 and 2/3 of the run. ``mariadb_soak``: the same on a throwaway
+MariaDB server.
 
 One table: jobs, lost, duplicates (explained/unexplained), max reclaim seconds,
 p50/p95 latency, and the command that reproduces the run (same seed).

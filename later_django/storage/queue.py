@@ -20,10 +20,24 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from django.db import DatabaseError
+
 from later_django.core.clock import now_ms
 from later_django.storage.driver import Driver, Row, as_bytes, prefix_placeholders
 from later_django.storage.queries.queue import WAKE_CHANNEL, QueueQueries
 from later_django.storage.types import ClaimedMessage
+
+#: The attribute of a ``DatabaseError`` raised by a claim in steps after it chose its
+#: messages: their sequences. The claim may have committed though its answer was lost
+#: (MariaDB's ``KILL CONNECTION`` during the ``COMMIT``), so the owner hands them back
+#: (:func:`claim_in_doubt`; a nack by owner changes nothing when it did not commit).
+IN_DOUBT = "later_claim_in_doubt"
+
+
+def claim_in_doubt(error: BaseException) -> list[int]:
+    """The sequences a failed :meth:`SqlDeliveryQueue.claim` may have leased."""
+    return list(getattr(error, IN_DOUBT, ()))
+
 
 #: django.tasks' priority range; higher is claimed first.
 MIN_PRIORITY = -100
@@ -211,21 +225,32 @@ class SqlDeliveryQueue:
             "lease_until": now + lease_ms,
         }
         statement = self._q.claim if single is None else self._q.claim_one_queue
-        with self._driver.write_transaction():
-            if isinstance(statement, ClaimSteps):
-                rows = self._claim_in_steps(statement, params, queue_names)
-            else:
-                rows = self._driver.fetch_all(statement, params)
+        chosen: list[int] = []
+        try:
+            with self._driver.write_transaction():
+                if isinstance(statement, ClaimSteps):
+                    rows = self._claim_in_steps(statement, params, queue_names, chosen)
+                else:
+                    rows = self._driver.fetch_all(statement, params)
+        except DatabaseError as error:
+            if chosen:
+                setattr(error, IN_DOUBT, tuple(chosen))
+            raise
         messages = [_claimed_message(row) for row in rows]
         # RETURNING order is unspecified on both databases.
         messages.sort(key=lambda message: (-message.priority, message.sequence))
         return messages
 
     def _claim_in_steps(
-        self, steps: ClaimSteps, params: dict[str, Any], queue_names: Sequence[str] | None
+        self,
+        steps: ClaimSteps,
+        params: dict[str, Any],
+        queue_names: Sequence[str] | None,
+        chosen_out: list[int],
     ) -> list[Row]:
         """The claim of :class:`ClaimSteps`, inside the caller's ``write_transaction``:
-        the claimed rows (``COLUMNS``, no record), in no particular order."""
+        the claimed rows (``COLUMNS``, no record), in no particular order. The chosen
+        sequences go to ``chosen_out`` before they are leased."""
         if queue_names is None:
             served = [name for (name,) in self._driver.fetch_all(steps.served, params)]
         else:
@@ -241,7 +266,8 @@ class SqlDeliveryQueue:
         if not chosen:
             return []
         owner, lease_until = params["owner"], params["lease_until"]
-        wanted = self._driver.list_param(sorted(row[0] for row in chosen))
+        chosen_out.extend(sorted(row[0] for row in chosen))
+        wanted = self._driver.list_param(list(chosen_out))
         taken = {"sequences": wanted, "owner": owner, "lease_until": lease_until}
         self._driver.execute(steps.take, taken)
         return [

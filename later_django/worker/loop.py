@@ -30,6 +30,7 @@ from later_django.core.clock import now_ms
 from later_django.engine.cancellation import POLL_SECONDS
 from later_django.engine.execution.finish import finish_and_continue
 from later_django.engine.execution.start import plan_batch
+from later_django.storage.queue import claim_in_doubt
 from later_django.worker.cancel_watch import CancelWatch
 from later_django.worker.claim_queues import NOTHING, ClaimQueues
 from later_django.worker.conflicts import LockConflicts
@@ -180,13 +181,19 @@ class JobLoop:
         ):
             return 0
         batch_size = min(CLAIM_BATCH, free)
-        messages = queue.claim(
-            context.namespace,
-            queue_names,
-            context.worker_id,
-            context.lease_ms,
-            batch_size=batch_size,
-        )
+        try:
+            messages = queue.claim(
+                context.namespace,
+                queue_names,
+                context.worker_id,
+                context.lease_ms,
+                batch_size=batch_size,
+            )
+        except DatabaseError as error:
+            # A claim that may have committed unheard: its messages are handed back, not
+            # left leased to this worker until the lease lapses.
+            self.hand_back.unstarted(claim_in_doubt(error))
+            raise
         self._last_claim_was_full = len(messages) == batch_size
         if not messages:
             return 0

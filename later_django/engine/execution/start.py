@@ -106,6 +106,8 @@ class BatchStart:
         error, writing nothing."""
         worker = self.worker
         stores = worker.stores
+        if self._first_write_committed():
+            return [], []
         sequences = [message.sequence for message in self.messages]
         with transaction.atomic(using=stores.using, savepoint=False):
             held = stores.queue.renew(worker.worker_id, sequences, worker.lease_ms)
@@ -121,6 +123,22 @@ class BatchStart:
         launch = [job for job in again.started if job.record.job_id not in first]
         abandon = [job for job in self.started if job.record.job_id not in planned]
         return launch, abandon
+
+    def _first_write_committed(self) -> bool:
+        """Whether the failed :meth:`commit` did commit, its answer lost (MariaDB's
+        ``KILL CONNECTION`` during the ``COMMIT``, a connection cut after it): every
+        job it started is stored with the very record it runs with. Then the jobs run
+        under that write and nothing is to be written again (planned again, a running
+        record under this worker's claim reads as a lost attempt: the job would be
+        requeued while it runs, and its outcome dropped)."""
+        if not self.started:
+            return False
+        namespace, kv = self.worker.namespace, self.worker.stores.kv
+        keys = {job_key(namespace, job.record.job_id): job.record for job in self.started}
+        stored = kv.get_many(list(keys))
+        return all(
+            key in stored and decode_record(stored[key]) == record for key, record in keys.items()
+        )
 
     def unstarted(self, messages: Sequence[ClaimedMessage]) -> list[int]:
         """The sequences of ``messages`` (the batch) whose job is not in ``started``."""
