@@ -6,7 +6,7 @@ PY          := $(VENV)/bin/python
 PYTHON_FIND := bin/find-python
 SRC         := later_django tests example_project bench chaos
 
-.PHONY: venv test test-quick test-slow test-mariadb lint format demo clean chaos chaos-long chaos-soak \
+.PHONY: venv test test-quick test-slow test-mariadb lint format demo clean chaos chaos-mariadb chaos-long chaos-soak \
 	build matrix
 
 $(VENV)/.installed: pyproject.toml
@@ -87,6 +87,13 @@ CHAOS_MINUTES ?= 30
 
 chaos: venv
 	$(PY) -m chaos --profile short
+
+# The short profile's cells on MariaDB (KILL CONNECTION, a throwaway mariadbd restarted,
+# sigkill, fan-in, poison, max connections, the history list); CHAOS_CELLS narrows it
+# ("--cell mariadb_kill --cell mariadb_restart"), as .ci/run does (docs/reliability.md).
+CHAOS_CELLS ?=
+chaos-mariadb: venv
+	$(PY) -m chaos --profile short --db mariadb $(CHAOS_CELLS)
 
 chaos-long: venv
 	$(PY) -m chaos --profile long
