@@ -6,9 +6,9 @@
 skipped, only when no server answers and ``LATER_REQUIRE_POSTGRES`` is unset;
 with the variable set (as ``.ci/run`` does) an unreachable server is an error.
 ``mariadb`` comes from ``LATER_TEST_MARIADB_URL`` (default
-``mysql://root@127.0.0.1:3306/test``) the same way (``LATER_REQUIRE_MARIADB``). No
-driver runs on it yet: only the schema tests (``tests/test_mysql_schema.py``) use it,
-and it is not among the ``db_alias`` parameters of the suite.
+``mysql://root@127.0.0.1:3306/test``) the same way (``LATER_REQUIRE_MARIADB``): the
+modules with their own MariaDB cases use it in the main lane, and the MariaDB lane
+(``LATER_TEST_LANE=mariadb``) makes it the one ``db_alias`` (tests/conftest.py).
 """
 
 import atexit
@@ -122,7 +122,7 @@ MARIADB_URL = os.environ.get("LATER_TEST_MARIADB_URL", "mysql://root@127.0.0.1:3
 MARIADB_PROBLEM = mariadb_problem(MARIADB_URL)
 if MARIADB_PROBLEM is None:
     DATABASES["mariadb"] = dj_database_url.parse(MARIADB_URL)
-    # READ COMMITTED: the isolation the driver will require (issue 36).
+    # READ COMMITTED: the isolation the driver requires (check E022).
     DATABASES["mariadb"]["OPTIONS"] = {"isolation_level": "read committed", "charset": "utf8mb4"}
     DATABASES["mariadb"]["TEST"] = {
         "NAME": os.environ.get("LATER_TEST_MARIADB_NAME", "test_later_django"),
