@@ -3,7 +3,6 @@ the demo (bin/demo, its page, its commands) works."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -11,9 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.apps import apps
@@ -27,7 +24,7 @@ from tests.browser.example_site import (
     wait_for_page,
 )
 from tests.browser.example_site import manage as example_manage
-from tests.scratch_databases import scratch_database
+from tests.scratch_databases import mariadb_scratch_database, scratch_database
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "example_project" / "manage.py"
@@ -355,33 +352,6 @@ codes = {{page: client.get(page).status_code for page in pages}}
 result = default_task_backend.get_result(job_id)
 print(json.dumps([connection.vendor, session, result.status.name, result.return_value, codes]))
 """
-
-
-@contextlib.contextmanager
-def mariadb_scratch_database(suffix: str) -> Iterator[str]:
-    """An empty MariaDB database ``<this run's MariaDB test database>_<suffix>``, made
-    for the block and dropped after it (one a killed run left behind first)."""
-    import MySQLdb
-    from django.conf import settings
-
-    config = settings.DATABASES["mariadb"]
-    name = f"{config['TEST']['NAME']}_{suffix}"
-    server = urlsplit(settings.MARIADB_URL)
-    admin = MySQLdb.connect(
-        host=config["HOST"] or "127.0.0.1",
-        port=int(config["PORT"] or 3306),
-        user=config["USER"] or "root",
-        password=config["PASSWORD"] or "",
-    )
-    try:
-        admin.query(f"DROP DATABASE IF EXISTS `{name}`")
-        admin.query(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-        try:
-            yield urlunsplit(server._replace(path=f"/{name}"))
-        finally:
-            admin.query(f"DROP DATABASE IF EXISTS `{name}`")
-    finally:
-        admin.close()
 
 
 def test_the_example_project_runs_a_job_and_its_admin_on_mariadb(
