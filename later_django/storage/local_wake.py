@@ -27,15 +27,12 @@ _lock = threading.Lock()
 
 
 def _ring_all(payload: str = ANY_NAMESPACE) -> None:
+    """Rings every subscription of the process (also the on-commit callback, whose
+    identity marks a transaction that already rings)."""
     with _lock:
         subscribers = list(_subscribers)
     for subscriber in subscribers:
         subscriber.put(payload)
-
-
-def _rung_marker() -> None:
-    """The on-commit callback: rings every subscription of the process."""
-    _ring_all()
 
 
 def ring_at_commit(using: str) -> None:
@@ -44,10 +41,10 @@ def ring_at_commit(using: str) -> None:
     or at once outside a transaction."""
     connection = connections[using]
     if connection.in_atomic_block and any(
-        callback is _rung_marker for _, callback, _ in connection.run_on_commit
+        callback is _ring_all for _, callback, _ in connection.run_on_commit
     ):
         return
-    transaction.on_commit(_rung_marker, using=using)
+    transaction.on_commit(_ring_all, using=using)
 
 
 class LocalSubscription:

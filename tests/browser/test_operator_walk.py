@@ -53,12 +53,23 @@ def shoot(page, directory: Path, name: str) -> Path:
 
 
 def test_what_failed_why_and_run_it_again(page, failed_site, output_directory) -> None:
-    walk(page, failed_site, output_directory, "walk")
+    seen = walk(page, failed_site, output_directory, "walk")
+
+    # Five failed jobs listed, five retried, five failed again on the dashboard, which
+    # followed the worker without a reload.
+    assert seen == {
+        "listed": SEEDED_FAILED,
+        "retried": SEEDED_FAILED,
+        "failed_after": SEEDED_FAILED,
+        "reloads": 0,
+    }
 
 
-def walk(page, site: Site, output_directory: Path, prefix: str) -> None:
+def walk(page, site: Site, output_directory: Path, prefix: str) -> dict[str, int]:
     """The operator's walk on ``site`` (seeded, its own), its pictures named
-    ``<prefix>-<n>-...``; also run on MariaDB (``test_mariadb_walk.py``)."""
+    ``<prefix>-<n>-...``; also run on MariaDB (``test_mariadb_walk.py``). Returns what
+    the operator saw: the failed jobs listed and retried, the dashboard's failed count
+    after the worker ran them again, and the page loads meanwhile."""
     base = site.base
     log_in(page, base)
     page.goto(f"{base}{DASHBOARD}")
@@ -74,7 +85,8 @@ def walk(page, site: Site, output_directory: Path, prefix: str) -> None:
     group.locator("a.later-failed-list").click()
     page.wait_for_url(f"{base}{DASHBOARD}jobs/failed/?*")
     listed = page.locator("table.later-jobs tbody tr")
-    assert listed.count() == SEEDED_FAILED
+    listed_count = listed.count()
+    assert listed_count == SEEDED_FAILED
     assert all(TASK in text for text in listed.all_inner_texts())
     assert page.input_value("input[name=task]") == TASK
     assert page.input_value("input[name=error]") == ERROR
@@ -105,6 +117,12 @@ def walk(page, site: Site, output_directory: Path, prefix: str) -> None:
     assert failed_before == "0"
     assert int(enqueued_before) >= SEEDED_FAILED  # the seed's own queued jobs besides
     assert page.evaluate("window.laterMarker") == "loaded once" and loads == []
+    return {
+        "listed": listed_count,
+        "retried": int(found_now),
+        "failed_after": int(page.inner_text(FAILED_COUNT)),
+        "reloads": len(loads),
+    }
 
 
 #: Every page of the dashboard (besides a job's), by the name of its pictures.
